@@ -1,0 +1,12 @@
+"""pytest-tpu: performance-regression testing of TensorFlow work on CPU, GPU and TPU.
+
+Importing this package never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from pytest_tpu.accelerator import Accelerator
+from pytest_tpu.devices import Device, Inventory
+
+__version__ = "0.1.0"
+__all__ = ["Accelerator", "Device", "Inventory", "__version__"]

@@ -1,0 +1,152 @@
+"""Device discovery: which CPU, GPUs and TPU this process can use, found once per session.
+
+Discovery imports TensorFlow, so it runs the first time a test needs a device, never at plugin
+load. Every failure becomes a reason string ("no TPU: ..."), never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_tpu import peaks, tpu
+from pytest_tpu.options import KINDS
+
+
+@dataclass(frozen=True)
+class Device:
+    """One kind of device as TensorFlow sees it: its replicas and what is known of it."""
+
+    kind: str
+    name: str
+    replicas: tuple[str, ...]  # TensorFlow device strings, one per replica
+    details: dict[str, str] = field(default_factory=dict)
+    peak: peaks.Peak | None = None
+
+    def describe(self) -> str:
+        extra = ", ".join(f"{key} {value}" for key, value in self.details.items())
+        count = f"{len(self.replicas)}x " if len(self.replicas) > 1 else ""
+        return f"{count}{self.name}" + (f" ({extra})" if extra else "")
+
+
+@dataclass
+class Inventory:
+    """The devices found and, for each kind not found, why."""
+
+    devices: dict[str, Device] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    tpu_resolver: Any = None
+
+    def header_line(self) -> str:
+        """One line for the pytest header: every kind, found or with its reason."""
+        parts = []
+        for kind in KINDS:
+            if kind in self.devices:
+                parts.append(f"{kind}: {self.devices[kind].describe()}")
+            else:
+                parts.append(f"{kind}: none ({self.missing.get(kind, 'not probed')})")
+        return "accelerators: " + " | ".join(parts)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo, else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the host's total)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def discover(virtual_cpus: int | None, tpu_timeout: float) -> Inventory:
+    """Find every device; ``virtual_cpus`` splits the CPU before TensorFlow initialises."""
+    import tensorflow as tf
+
+    inventory = Inventory()
+    _split_cpu(tf, virtual_cpus)
+    _find_tpu(inventory, tpu_timeout)
+    _find_gpus(tf, inventory)
+    _find_cpu(tf, inventory)
+    return inventory
+
+
+def _split_cpu(tf: Any, virtual_cpus: int | None) -> None:
+    if not virtual_cpus or virtual_cpus < 2:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(virtual_cpus)]
+        )
+    except RuntimeError as exc:
+        # TensorFlow was initialised before the first device was needed (for example by
+        # module-level TensorFlow code): logical devices can no longer be changed.
+        raise RuntimeError(
+            f"--virtual-cpus={virtual_cpus}: TensorFlow was already initialised, so the CPU can "
+            f"no longer be split ({exc}). Avoid running TensorFlow ops at import time."
+        ) from exc
+
+
+def _find_cpu(tf: Any, inventory: Inventory) -> None:
+    names = tuple(device.name for device in tf.config.list_logical_devices("CPU"))
+    details = {"cores": str(cpu_cores())}
+    inventory.devices["cpu"] = Device("cpu", cpu_model(), names or ("/device:CPU:0",), details)
+
+
+def _find_gpus(tf: Any, inventory: Inventory) -> None:
+    physical = tf.config.list_physical_devices("GPU")
+    if not physical:
+        inventory.missing["gpu"] = _why_no_gpu(tf)
+        return
+    info = tf.config.experimental.get_device_details(physical[0])
+    name = str(info.get("device_name", "GPU"))
+    details: dict[str, str] = {}
+    if "compute_capability" in info:
+        details["compute capability"] = ".".join(map(str, info["compute_capability"]))
+    logical = tuple(device.name for device in tf.config.list_logical_devices("GPU"))
+    peak = peaks.gpu_peak(name)
+    if peak is not None:
+        peak = peaks.Peak(peak.matrix * len(logical), peak.float32 * len(logical))
+    inventory.devices["gpu"] = Device("gpu", name, logical, details, peak)
+
+
+def _why_no_gpu(tf: Any) -> str:
+    if not tf.test.is_built_with_cuda():
+        return "this TensorFlow build has no CUDA support (install the 'gpu' extra)"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return f"no GPU visible to TensorFlow (CUDA_VISIBLE_DEVICES={visible!r})"
+    return "no GPU visible to TensorFlow (no CUDA device or driver found)"
+
+
+def _find_tpu(inventory: Inventory, timeout: float) -> None:
+    target = tpu.find_target()
+    if isinstance(target, str):
+        inventory.missing["tpu"] = f"no TPU: {target}"
+        return
+    outcome = tpu.probe(target, timeout)
+    if not outcome.ok:
+        inventory.missing["tpu"] = f"no TPU: {outcome.reason}"
+        return
+    import tensorflow as tf
+
+    inventory.tpu_resolver = tpu.initialise(target)
+    names = tuple(device.name for device in tf.config.list_logical_devices("TPU"))
+    kind = outcome.accelerator_type or "TPU"
+    peak = (
+        peaks.tpu_peak(outcome.accelerator_type, len(names)) if outcome.accelerator_type else None
+    )
+    name = f"TPU {kind}" if outcome.accelerator_type else "TPU"
+    inventory.devices["tpu"] = Device("tpu", name, names, {"via": target.source}, peak)

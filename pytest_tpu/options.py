@@ -1,0 +1,381 @@
+"""Command-line and ini options of pytest-tpu, their validators and one settings resolver.
+
+Every option has an ini twin sharing its help text; the command line wins over the environment,
+which wins over the ini file. Validators are argparse ``type=`` functions so a bad value is a usage
+error (exit code 4) that names the option and the valid values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+KINDS: tuple[str, ...] = ("cpu", "gpu", "tpu")
+SELECTORS: tuple[str, ...] = ("auto", "all")
+WORKLOAD_SIZES: tuple[str, ...] = ("smoke", "default", "full")
+WORKLOAD_DATA: tuple[str, ...] = ("synthetic", "real")
+DEFAULT_BASELINE = "default"
+DEFAULT_BASELINE_DIR = ".pytest-tpu/baselines"
+DEFAULT_TPU_TIMEOUT = 60.0
+# Exit status of a session whose only problem is a speed regression: distinct from pytest's own
+# codes (1 tests failed, 2 interrupted, 3 internal error, 4 usage error, 5 no tests).
+REGRESSION_EXIT_CODE = 6
+
+T = TypeVar("T")
+
+# Baseline names become file names: letters, digits, dot, dash, underscore; no leading dot.
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class AcceleratorSelection:
+    """What ``--accelerator`` asked for: ``auto``, ``all`` or an explicit tuple of kinds."""
+
+    mode: str  # "auto" | "all" | "explicit"
+    kinds: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return self.mode if self.mode != "explicit" else ",".join(self.kinds)
+
+
+def parse_accelerator(value: str) -> AcceleratorSelection:
+    """Parse ``cpu,gpu``, ``all`` or ``auto``; unknown kinds list the valid ones."""
+    items = [part.strip().lower() for part in value.split(",") if part.strip()]
+    if len(items) == 1 and items[0] in SELECTORS:
+        return AcceleratorSelection(items[0], KINDS)
+    bad = [item for item in items if item not in KINDS]
+    if not items or bad:
+        shown = ", ".join(bad) if bad else "(empty)"
+        raise argparse.ArgumentTypeError(
+            f"unknown accelerator kind {shown}; valid: {', '.join(KINDS)}, "
+            f"or one of {', '.join(SELECTORS)}"
+        )
+    return AcceleratorSelection("explicit", tuple(dict.fromkeys(items)))
+
+
+def parse_positive_float(value: str) -> float:
+    """A number of seconds greater than zero."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0 or number != number or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number of seconds")
+    return number
+
+
+def parse_positive_int(value: str) -> int:
+    """A whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+    return number
+
+
+def parse_percent(value: str) -> float:
+    """``5%``, ``5`` or ``2.5%``: a percentage between 0 (exclusive) and 100."""
+    text = value.strip().removesuffix("%")
+    try:
+        number = float(text)
+    except ValueError:
+        number = -1.0
+    if not 0 < number < 100:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a percentage; expected a number between 0 and 100, such as 5%"
+        )
+    return number
+
+
+def parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """A validator accepting exactly one of ``choices``."""
+
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not valid; choose one of: {', '.join(choices)}"
+            )
+        return value
+
+    parse.__name__ = "choice"
+    return parse
+
+
+def parse_baseline_name(value: str) -> str:
+    """A baseline name that is safe as a file name inside the baseline directory."""
+    if not _NAME_RE.match(value) or ".." in value:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a valid baseline name; use letters, digits, '.', '-' and '_' "
+            "(no path separators, no '..', at most 100 characters)"
+        )
+    return value
+
+
+def parse_speedup_reference(value: str) -> str:
+    """One device kind."""
+    return parse_choice(KINDS)(value.lower())
+
+
+def _add(
+    group: pytest.OptionGroup,
+    parser: pytest.Parser,
+    flag: str,
+    help_text: str,
+    *,
+    ini: bool = True,
+    ini_type: str = "string",
+    **kwargs: object,
+) -> None:
+    """Declare ``--flag`` and, when ``ini``, its ini twin with the same help text."""
+    dest = flag.lstrip("-").replace("-", "_")
+    group.addoption(flag, dest=dest, help=help_text, **kwargs)
+    if ini:
+        parser.addini(dest, help=help_text, type=ini_type)  # type: ignore[arg-type]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare every option; nothing here may be slow (``pytest --help`` runs it)."""
+    group = parser.getgroup("tpu", "pytest-tpu: TensorFlow benchmarks on CPU, GPU and TPU")
+    _add(
+        group,
+        parser,
+        "--accelerator",
+        "Device kinds to run on: comma list of "
+        "cpu, gpu, tpu; 'all' (missing kinds are skipped with the reason) or 'auto' "
+        "(default: every kind present). Environment: PYTEST_ACCELERATOR.",
+        type=parse_accelerator,
+        metavar="KINDS",
+    )
+    _add(
+        group,
+        parser,
+        "--tpu-timeout",
+        f"Seconds the whole TPU probe may take (default {DEFAULT_TPU_TIMEOUT:g}).",
+        type=parse_positive_float,
+        metavar="SECONDS",
+    )
+    _add(
+        group,
+        parser,
+        "--virtual-cpus",
+        "Split the CPU into N logical TensorFlow devices, so "
+        "multi-replica strategies run on a CPU-only machine.",
+        type=parse_positive_int,
+        metavar="N",
+    )
+    _add(
+        group,
+        parser,
+        "--workload-size",
+        "Size of the benchmark workloads: smoke, default or full (the published sizes).",
+        type=parse_choice(WORKLOAD_SIZES),
+        metavar="SIZE",
+    )
+    _add(
+        group,
+        parser,
+        "--workload-data",
+        "Data for the workloads: synthetic (default) or "
+        "real (a copy already in Keras' cache; never downloaded).",
+        type=parse_choice(WORKLOAD_DATA),
+        metavar="DATA",
+    )
+    _add_baseline_options(group, parser)
+
+
+def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    _add(
+        group,
+        parser,
+        "--save-baseline",
+        f"Save this run's results as baseline NAME (default name: {DEFAULT_BASELINE}).",
+        ini=False,
+        nargs="?",
+        const=DEFAULT_BASELINE,
+        type=parse_baseline_name,
+        metavar="NAME",
+    )
+    _add(
+        group,
+        parser,
+        "--compare",
+        f"Compare this run with baseline NAME (default name: {DEFAULT_BASELINE}).",
+        ini=False,
+        nargs="?",
+        const=DEFAULT_BASELINE,
+        type=parse_baseline_name,
+        metavar="NAME",
+    )
+    _add(
+        group,
+        parser,
+        "--baseline-dir",
+        f"Directory of saved baselines (default: <rootdir>/{DEFAULT_BASELINE_DIR}).",
+        metavar="DIR",
+    )
+    _add(
+        group,
+        parser,
+        "--compare-force",
+        "Compare even when the environments differ "
+        "(device, TensorFlow version, dtype, batch size); such rows are marked.",
+        ini=False,
+        action="store_true",
+        default=False,
+    )
+    _add(
+        group,
+        parser,
+        "--fail-on-regression",
+        f"Fail the session (exit code {REGRESSION_EXIT_CODE}) "
+        "when a benchmark is slower than the baseline by more than PCT, with confidence.",
+        type=parse_percent,
+        metavar="PCT",
+    )
+    _add(
+        group,
+        parser,
+        "--measure-noise",
+        "Repeat each benchmark in fresh rounds and report "
+        "the run-to-run spread and the smallest slowdown the gate can catch here.",
+        ini=False,
+        action="store_true",
+        default=False,
+    )
+    _add(
+        group,
+        parser,
+        "--speedup-reference",
+        "Device kind the speedup columns are relative "
+        "to (default cpu; the first device present if that one is missing).",
+        type=parse_speedup_reference,
+        metavar="KIND",
+    )
+    _add(
+        group,
+        parser,
+        "--report",
+        "Write the result tables to PATH: Markdown (.md) or JSON (.json).",
+        metavar="PATH",
+    )
+    _add(
+        group,
+        parser,
+        "--report-plot",
+        "Draw speedups (and, with --compare, changes) to "
+        "PATH (.png or .svg); needs the 'plot' extra.",
+        metavar="PATH",
+    )
+    _add(
+        group,
+        parser,
+        "--workers",
+        "Run the workloads under MultiWorkerMirroredStrategy across N local worker processes.",
+        type=parse_positive_int,
+        metavar="N",
+    )
+    _add(
+        group,
+        parser,
+        "--profile-regressions",
+        "Re-run each regressed benchmark once under "
+        "the TensorFlow profiler and save its trace in DIR.",
+        metavar="DIR",
+    )
+
+
+def _ini_or_env(config: pytest.Config, name: str, env: str | None = None) -> str | None:
+    """The option's value from the environment, then the ini file (CLI handled by caller)."""
+    if env and os.environ.get(env):
+        return os.environ[env]
+    value = config.getini(name)
+    return str(value) if value not in (None, "", []) else None
+
+
+def resolve(
+    config: pytest.Config,
+    name: str,
+    parse: Callable[[str], T],
+    default: T,
+    env: str | None = None,
+) -> T:
+    """One option's value: CLI > environment > ini > default, validated the same way."""
+    cli = config.getoption(name)
+    if cli is not None:
+        return cli  # type: ignore[no-any-return]
+    raw = _ini_or_env(config, name, env)
+    if raw is None:
+        return default
+    try:
+        return parse(raw)
+    except argparse.ArgumentTypeError as exc:
+        source = f"environment {env}" if env and os.environ.get(env) else f"ini option {name}"
+        raise pytest.UsageError(f"{source}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every pytest-tpu setting, resolved once per session."""
+
+    accelerator: AcceleratorSelection
+    tpu_timeout: float
+    virtual_cpus: int | None
+    workload_size: str
+    workload_data: str
+    save_baseline: str | None
+    compare: str | None
+    baseline_dir: Path
+    compare_force: bool
+    fail_on_regression: float | None
+    measure_noise: bool
+    speedup_reference: str
+    report: Path | None
+    report_plot: Path | None
+    workers: int | None
+    profile_regressions: Path | None
+
+
+def _path(config: pytest.Config, name: str) -> Path | None:
+    value = resolve(config, name, str, "")
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else config.invocation_params.dir / path
+
+
+def resolve_settings(config: pytest.Config) -> Settings:
+    """Resolve all settings; raises ``pytest.UsageError`` naming the bad option."""
+    baseline_dir = _path(config, "baseline_dir") or config.rootpath / DEFAULT_BASELINE_DIR
+    return Settings(
+        accelerator=resolve(
+            config,
+            "accelerator",
+            parse_accelerator,
+            AcceleratorSelection("auto", KINDS),
+            env="PYTEST_ACCELERATOR",
+        ),
+        tpu_timeout=resolve(config, "tpu_timeout", parse_positive_float, DEFAULT_TPU_TIMEOUT),
+        virtual_cpus=resolve(config, "virtual_cpus", parse_positive_int, None),
+        workload_size=resolve(config, "workload_size", parse_choice(WORKLOAD_SIZES), "default"),
+        workload_data=resolve(config, "workload_data", parse_choice(WORKLOAD_DATA), "synthetic"),
+        save_baseline=config.getoption("save_baseline"),
+        compare=config.getoption("compare"),
+        baseline_dir=baseline_dir,
+        compare_force=bool(config.getoption("compare_force")),
+        fail_on_regression=resolve(config, "fail_on_regression", parse_percent, None),
+        measure_noise=bool(config.getoption("measure_noise")),
+        speedup_reference=resolve(config, "speedup_reference", parse_speedup_reference, "cpu"),
+        report=_path(config, "report"),
+        report_plot=_path(config, "report_plot"),
+        workers=resolve(config, "workers", parse_positive_int, None),
+        profile_regressions=_path(config, "profile_regressions"),
+    )

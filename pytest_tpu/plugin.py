@@ -1,0 +1,129 @@
+"""pytest-tpu's hooks and fixtures. Imports only the standard library and pytest at load time:
+TensorFlow is imported the first time a test needs a device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_tpu.options import KINDS, add_options, resolve_settings
+from pytest_tpu.results import (
+    REPORT_ATTR,
+    BenchResult,
+    ResultStore,
+    result_from_item,
+    results_key,
+)
+from pytest_tpu.session import DeviceSession
+
+session_key = pytest.StashKey[DeviceSession]()
+
+MARKER = (
+    "accelerators(*kinds): run this test once per named device kind "
+    f"({', '.join(KINDS)}) among those selected with --accelerator"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER)
+    config.stash[session_key] = DeviceSession(resolve_settings(config))
+    store = config.stash[results_key] = ResultStore()
+    config.pluginmanager.register(ResultCollector(store), "pytest-tpu-results")
+
+
+def _marker_kinds(metafunc: pytest.Metafunc) -> tuple[str, ...]:
+    """The kinds the ``accelerators`` marker names (all kinds without a marker)."""
+    marker = metafunc.definition.get_closest_marker("accelerators")
+    if marker is None:
+        return KINDS
+    if marker.kwargs or not marker.args:
+        pytest.fail(
+            f"{metafunc.definition.nodeid}: @pytest.mark.accelerators takes one or more kinds "
+            f"as positional arguments, from: {', '.join(KINDS)}",
+            pytrace=False,
+        )
+    bad = [arg for arg in marker.args if not isinstance(arg, str) or arg.lower() not in KINDS]
+    if bad:
+        pytest.fail(
+            f"{metafunc.definition.nodeid}: @pytest.mark.accelerators got {bad!r}; "
+            f"valid kinds: {', '.join(KINDS)}",
+            pytrace=False,
+        )
+    return tuple(arg.lower() for arg in marker.args)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize every test that uses a device over the selected, wanted kinds."""
+    marked = metafunc.definition.get_closest_marker("accelerators") is not None
+    if "accelerator" not in metafunc.fixturenames:
+        if not marked:
+            return
+        # The marker alone asks for devices: give the test the fixture it implies.
+        metafunc.fixturenames.append("accelerator")
+    wanted = _marker_kinds(metafunc)
+    state = metafunc.config.stash[session_key]
+    params = [
+        pytest.param(kind, id=kind, marks=[pytest.mark.skip(reason=reason)] if reason else [])
+        for kind, reason in state.kinds_for(wanted)
+    ]
+    metafunc.parametrize("accelerator", params, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config) -> None:
+    """A kind named explicitly in --accelerator but missing is a usage error (exit 4)."""
+    missing = config.stash[session_key].missing_explicit()
+    if missing:
+        raise pytest.UsageError(
+            "--accelerator asked for devices that are not present: " + "; ".join(missing)
+        )
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """The devices line, once discovery has happened (never forces it)."""
+    state = config.stash[session_key]
+    return state.inventory().header_line() if state.discovered else None
+
+
+@pytest.fixture
+def accelerator(request: pytest.FixtureRequest) -> Any:
+    """The device under test (see ``pytest_tpu.Accelerator``), one per selected kind."""
+    state = request.config.stash[session_key]
+    kind = getattr(request, "param", None)
+    if kind is None:  # requested dynamically, outside parametrization: first selected device
+        kinds = [k for k, reason in state.kinds_for(KINDS) if reason is None]
+        kind = kinds[0] if kinds else "cpu"
+    return state.accelerator(kind)
+
+
+@pytest.fixture
+def tpu_strategy(request: pytest.FixtureRequest, accelerator: Any) -> Any:
+    """The tf.distribute strategy for the device under test (one per device per session)."""
+    return request.config.stash[session_key].strategy(accelerator)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the benchmark's result to the call report, so it survives pytest-xdist."""
+    report: pytest.TestReport = yield
+    if call.when == "call":
+        result = result_from_item(item, report)
+        if result is not None:
+            setattr(report, REPORT_ATTR, result.to_json())
+    return report
+
+
+class ResultCollector:
+    """Gathers results from reports, wherever they ran (this process or an xdist worker)."""
+
+    def __init__(self, store: ResultStore) -> None:
+        self.store = store
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, REPORT_ATTR, None)
+        if data is not None and report.when == "call":
+            self.store.add(BenchResult.from_json(data))

@@ -1,0 +1,157 @@
+"""One benchmark's result as plain data, and the session's collection of them.
+
+Results travel from the test to the session as a JSON-able dict on the test report
+(``report.pytest_tpu_result``), so they cross pytest-xdist's worker boundary unchanged and the
+controller sees every worker's results. Nothing here imports TensorFlow or numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pytest
+
+# Fields every benchmark of the suite records in extra_info (issue "public result fields").
+COMMON_FIELDS = ("accelerator", "device", "replicas", "metric", "unit", "higher_is_better")
+REPORT_ATTR = "pytest_tpu_result"
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What one benchmark test measured: raw per-round seconds plus its descriptive fields."""
+
+    nodeid: str  # identity across runs: the test's node id, parameters included
+    name: str
+    group: str | None
+    params: dict[str, Any]
+    extra_info: dict[str, Any]
+    samples: tuple[float, ...]  # seconds per round, every round, warm-up excluded
+    outcome: str = "passed"  # "passed" | "failed"
+    error: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return str(self.extra_info.get("accelerator") or self.params.get("accelerator") or "")
+
+    @property
+    def metric(self) -> str:
+        """Name of the headline metric; plain round time when the benchmark names none."""
+        return str(self.extra_info.get("metric", "time"))
+
+    @property
+    def unit(self) -> str:
+        return str(self.extra_info.get("unit", "s"))
+
+    @property
+    def higher_is_better(self) -> bool:
+        return bool(self.extra_info.get("higher_is_better", False))
+
+    @property
+    def headline(self) -> float | None:
+        """The headline metric's value (median round time when no metric is recorded)."""
+        value = self.extra_info.get(self.metric)
+        if isinstance(value, int | float):
+            return float(value)
+        if self.samples:
+            ordered = sorted(self.samples)
+            return ordered[len(ordered) // 2]
+        return None
+
+    @property
+    def base_id(self) -> str:
+        """The node id without the device part of its parameters: rows of a speedup table."""
+        kind = self.kind
+        if not kind or "[" not in self.nodeid:
+            return self.nodeid
+        head, _, ids = self.nodeid.partition("[")
+        parts = [part for part in ids.rstrip("]").split("-") if part != kind]
+        return f"{head}[{'-'.join(parts)}]" if parts else head
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["samples"] = list(self.samples)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchResult:
+        fields = dict(data)
+        fields["samples"] = tuple(float(x) for x in fields.get("samples", ()))
+        return cls(**fields)
+
+
+@dataclass
+class ResultStore:
+    """Every benchmark result of this session, in the order the reports arrived."""
+
+    results: list[BenchResult] = field(default_factory=list)
+
+    def add(self, result: BenchResult) -> None:
+        self.results.append(result)
+
+    @property
+    def passed(self) -> list[BenchResult]:
+        return [result for result in self.results if result.outcome == "passed"]
+
+    @property
+    def failed(self) -> list[BenchResult]:
+        return [result for result in self.results if result.outcome == "failed"]
+
+
+results_key = pytest.StashKey[ResultStore]()
+
+
+def result_from_item(item: pytest.Item, report: pytest.TestReport) -> BenchResult | None:
+    """The result of a test that used pytest-benchmark's fixture, or None."""
+    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    if fixture is None:
+        return None
+    stats = getattr(fixture, "stats", None)
+    extra = dict(fixture.extra_info)
+    _fill_device_fields(item, extra)
+    samples: tuple[float, ...] = ()
+    if stats is not None:
+        # Per-round durations, already divided by the iterations of each round.
+        samples = tuple(float(x) for x in stats.stats.data)
+    outcome = "failed" if report.failed or not samples else "passed"
+    error = _short_error(report) if report.failed else None
+    if outcome == "failed" and error is None:
+        error = "the benchmark fixture was not run"
+    return BenchResult(
+        nodeid=item.nodeid,
+        name=item.name,
+        group=getattr(fixture, "group", None),
+        params=_plain_params(item),
+        extra_info=extra,
+        samples=samples,
+        outcome=outcome,
+        error=error,
+    )
+
+
+def _fill_device_fields(item: pytest.Item, extra: dict[str, Any]) -> None:
+    """Record the device a test ran on, when it used the ``accelerator`` fixture."""
+    accelerator = getattr(item, "funcargs", {}).get("accelerator")
+    if accelerator is None:
+        return
+    extra.setdefault("accelerator", accelerator.kind)
+    extra.setdefault("device", accelerator.name)
+    extra.setdefault("replicas", accelerator.replicas)
+
+
+def _plain_params(item: pytest.Item) -> dict[str, Any]:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return {}
+    plain = (str, int, float, bool, type(None))
+    return {k: v if isinstance(v, plain) else repr(v) for k, v in callspec.params.items()}
+
+
+def _short_error(report: pytest.TestReport) -> str:
+    """The exception line of a failure ("ResourceExhaustedError: OOM when ...")."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message).splitlines()[0][:300]
+    text = str(report.longrepr).strip().splitlines()
+    return text[-1][:300] if text else "failed"

@@ -1,0 +1,129 @@
+"""Finding a TPU: where to look, a bounded probe in a child process, one initialisation.
+
+A TPU address that does not answer makes TensorFlow's connect call hang while holding the eager
+context, which freezes every later TensorFlow call in the process (seen with TF 2.21: a CPU op
+waited behind a hung ``experimental_connect_to_cluster``). So the first contact happens in a child
+process that is killed at ``--tpu-timeout``; only a TPU that answered there is initialised here.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+# Environment variables through which users and platforms name a TPU.
+TPU_ENV = ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS")
+
+
+@dataclass(frozen=True)
+class TpuTarget:
+    """What to hand ``TPUClusterResolver(tpu=...)``, and where that came from."""
+
+    tpu: str | None  # None: let the resolver read its own environment variables
+    source: str
+
+
+@dataclass(frozen=True)
+class TpuProbe:
+    """Outcome of the child-process probe."""
+
+    ok: bool
+    reason: str = ""
+    cores: int = 0
+    accelerator_type: str = ""
+
+
+def find_target(environ: dict[str, str] | None = None) -> TpuTarget | str:
+    """The TPU to try, or the reason there is none to try."""
+    env = os.environ if environ is None else environ
+    if env.get("TPU_NAME"):
+        return TpuTarget(env["TPU_NAME"], "TPU_NAME")
+    if env.get("COLAB_TPU_ADDR"):
+        # Legacy Colab runtimes give host:port of the TPU worker, without a scheme.
+        return TpuTarget("grpc://" + env["COLAB_TPU_ADDR"], "COLAB_TPU_ADDR")
+    if env.get("KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
+        return TpuTarget(None, "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS")
+    if _local_tpu_present():
+        return TpuTarget("local", "a local TPU runtime (TPU VM)")
+    return (
+        "no TPU_NAME, COLAB_TPU_ADDR or KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS set and no local TPU "
+        "(no /dev/accel* or /dev/vfio device with libtpu installed)"
+    )
+
+
+def _local_tpu_present() -> bool:
+    """A TPU VM: TPU device nodes and the libtpu runtime, without importing TensorFlow."""
+    devices = glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")
+    return bool(devices) and importlib.util.find_spec("libtpu") is not None
+
+
+def accelerator_type(environ: dict[str, str] | None = None) -> str:
+    """The slice type (``v3-8``) as platforms advertise it, or "" when unknown."""
+    env = os.environ if environ is None else environ
+    for name in ("TPU_ACCELERATOR_TYPE", "ACCELERATOR_TYPE"):
+        if env.get(name):
+            return env[name]
+    return "v2-8" if env.get("COLAB_TPU_ADDR") else ""
+
+
+def probe(target: TpuTarget, timeout: float) -> TpuProbe:
+    """Connect to and initialise the TPU in a child process bounded by ``timeout`` seconds."""
+    command = [sys.executable, "-m", "pytest_tpu.tpu", json.dumps(target.tpu)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        where = target.tpu or target.source
+        return TpuProbe(False, f"{where} did not answer within {timeout:g}s (--tpu-timeout)")
+    return _parse_child(done, target)
+
+
+def _parse_child(done: subprocess.CompletedProcess[str], target: TpuTarget) -> TpuProbe:
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return TpuProbe(False, f"probe of {target.tpu or target.source} failed: {tail[:200]}")
+    answer: dict[str, Any] = json.loads(lines[-1])
+    if "error" in answer:
+        return TpuProbe(False, f"{target.tpu or target.source}: {answer['error']}")
+    return TpuProbe(True, cores=int(answer["cores"]), accelerator_type=accelerator_type())
+
+
+_RESOLVERS: dict[str | None, Any] = {}
+
+
+def initialise(target: TpuTarget) -> Any:
+    """Connect and initialise the TPU system at most once per process; returns the resolver."""
+    if target.tpu in _RESOLVERS:
+        return _RESOLVERS[target.tpu]
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=target.tpu)
+    if target.tpu != "local":
+        tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    _RESOLVERS[target.tpu] = resolver
+    return resolver
+
+
+def _child(tpu_json: str) -> None:
+    """Entry point of the child process: print one JSON line with the outcome."""
+    try:
+        resolver = initialise(TpuTarget(json.loads(tpu_json), "probe"))
+        import tensorflow as tf
+
+        cores = len(tf.config.list_logical_devices("TPU"))
+        del resolver
+        print(json.dumps({"cores": cores} if cores else {"error": "no TPU cores found"}))
+    except Exception as exc:  # any failure is a reason, never a crash of the session
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(json.dumps({"error": f"{type(exc).__name__}: {first[:300]}"}))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
