@@ -100,6 +100,18 @@ def accelerator(request: pytest.FixtureRequest) -> Any:
     return state.accelerator(kind)
 
 
+@pytest.fixture(scope="session")
+def workload_size(pytestconfig: pytest.Config) -> str:
+    """``--workload-size``: smoke, default or full."""
+    return pytestconfig.stash[session_key].settings.workload_size
+
+
+@pytest.fixture(scope="session")
+def workload_data(pytestconfig: pytest.Config) -> str:
+    """``--workload-data``: synthetic or real."""
+    return pytestconfig.stash[session_key].settings.workload_data
+
+
 @pytest.fixture
 def tpu_strategy(request: pytest.FixtureRequest, accelerator: Any) -> Any:
     """The tf.distribute strategy for the device under test (one per device per session)."""
@@ -114,6 +126,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         result = result_from_item(item, report)
         if result is not None:
             setattr(report, REPORT_ATTR, result.to_json())
+            # Headline figures as JUnit properties, so --junitxml carries them.
+            report.user_properties.extend(result.properties())
     return report
 
 

@@ -69,6 +69,14 @@ class BenchResult:
         parts = [part for part in ids.rstrip("]").split("-") if part != kind]
         return f"{head}[{'-'.join(parts)}]" if parts else head
 
+    def properties(self) -> list[tuple[str, object]]:
+        """The headline and the device fields, as (name, value) pairs for JUnit XML."""
+        pairs: list[tuple[str, object]] = [(f"pytest_tpu.{self.metric}", self.headline)]
+        for key in ("accelerator", "device", "replicas", "unit"):
+            if key in self.extra_info:
+                pairs.append((f"pytest_tpu.{key}", self.extra_info[key]))
+        return pairs
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["samples"] = list(self.samples)
