@@ -34,6 +34,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[session_key] = DeviceSession(resolve_settings(config))
     store = config.stash[results_key] = ResultStore()
     config.pluginmanager.register(ResultCollector(store), "pytest-tpu-results")
+    _register_features(config)
+
+
+def _register_features(config: pytest.Config) -> None:
+    """Register each optional feature's plugin object only when its options ask for it."""
+    from pytest_tpu.summary import SummaryPlugin
+
+    settings = config.stash[session_key].settings
+    config.pluginmanager.register(SummaryPlugin(config), "pytest-tpu-summary")
+    gate_wanted = (
+        settings.save_baseline,
+        settings.compare,
+        settings.fail_on_regression,
+        settings.measure_noise,
+    )
+    if any(value not in (None, False) for value in gate_wanted):
+        from pytest_tpu.gate import GatePlugin
+
+        config.pluginmanager.register(GatePlugin(config), "pytest-tpu-gate")
 
 
 def _marker_kinds(metafunc: pytest.Metafunc) -> tuple[str, ...]:
