@@ -108,7 +108,7 @@ def _find_cpu(tf: Any, inventory: Inventory) -> None:
 def _find_gpus(tf: Any, inventory: Inventory) -> None:
     physical = tf.config.list_physical_devices("GPU")
     if not physical:
-        inventory.missing["gpu"] = _why_no_gpu(tf)
+        inventory.missing["gpu"] = f"no GPU: {_why_no_gpu(tf)}"
         return
     info = tf.config.experimental.get_device_details(physical[0])
     name = str(info.get("device_name", "GPU"))

@@ -12,6 +12,7 @@ import glob
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -74,6 +75,9 @@ def accelerator_type(environ: dict[str, str] | None = None) -> str:
 
 def probe(target: TpuTarget, timeout: float) -> TpuProbe:
     """Connect to and initialise the TPU in a child process bounded by ``timeout`` seconds."""
+    refused = _unreachable(target.tpu, timeout)
+    if refused:
+        return TpuProbe(False, refused)
     command = [sys.executable, "-m", "pytest_tpu.tpu", json.dumps(target.tpu)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -81,6 +85,22 @@ def probe(target: TpuTarget, timeout: float) -> TpuProbe:
         where = target.tpu or target.source
         return TpuProbe(False, f"{where} did not answer within {timeout:g}s (--tpu-timeout)")
     return _parse_child(done, target)
+
+
+def _unreachable(tpu_address: str | None, timeout: float) -> str:
+    """Why a ``grpc://host:port`` address takes no TCP connection, or "" when it does.
+
+    TensorFlow's gRPC client retries a refused connection until the probe's timeout, so a
+    stale address (a recycled Colab runtime) would cost the whole timeout without this check.
+    """
+    if not tpu_address or not tpu_address.startswith("grpc://"):
+        return ""
+    host, _, port = tpu_address.removeprefix("grpc://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=min(timeout, 5.0)):
+            return ""
+    except (OSError, ValueError) as exc:
+        return f"{tpu_address} cannot be reached ({exc.strerror or exc})"
 
 
 def _parse_child(done: subprocess.CompletedProcess[str], target: TpuTarget) -> TpuProbe:

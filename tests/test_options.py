@@ -1,0 +1,100 @@
+"""Option parsing: every bad value is a usage error (exit 4) that names the valid values."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from pytest_tpu import options
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--accelerator=foo"], "*unknown accelerator kind foo; valid: cpu, gpu, tpu*auto, all*"),
+        (["--accelerator=cpu,npu"], "*unknown accelerator kind npu*"),
+        (["--tpu-timeout=0"], "*--tpu-timeout*not a positive number of seconds*"),
+        (["--tpu-timeout=soon"], "*--tpu-timeout*not a positive number*"),
+        (["--virtual-cpus=0"], "*--virtual-cpus*not a whole number of at least 1*"),
+        (["--workload-size=huge"], "*--workload-size*choose one of: smoke, default, full*"),
+        (["--workload-data=web"], "*--workload-data*choose one of: synthetic, real*"),
+        (["--fail-on-regression=abc"], "*--fail-on-regression*not a percentage*"),
+        (["--fail-on-regression=150%"], "*--fail-on-regression*between 0 and 100*"),
+        (["--speedup-reference=npu"], "*--speedup-reference*choose one of: cpu, gpu, tpu*"),
+        (["--workers=-2"], "*--workers*not a whole number of at least 1*"),
+        (["--save-baseline=../up"], "*--save-baseline*not a valid baseline name*"),
+        (["--compare=/etc/passwd"], "*--compare*not a valid baseline name*"),
+    ],
+)
+def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, args, message):
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_environment_value_is_validated_and_named(pytester: pytest.Pytester, monkeypatch):
+    monkeypatch.setenv("PYTEST_ACCELERATOR", "quantum")
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*environment PYTEST_ACCELERATOR*unknown accelerator kind*"])
+
+
+def test_ini_value_is_validated_and_named(pytester: pytest.Pytester):
+    pytester.makeini("[pytest]\nworkload_size = enormous\n")
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option workload_size*smoke, default, full*"])
+
+
+def test_help_lists_every_option_with_its_ini_twin(pytester: pytest.Pytester):
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "*pytest-tpu*",
+            "*--accelerator=KINDS*",
+            "*--tpu-timeout=SECONDS*",
+            "*--virtual-cpus=N*",
+            "*--save-baseline*",
+            "*--fail-on-regression=PCT*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*accelerator (string)*", "*virtual_cpus (string)*"])
+
+
+def test_precedence_cli_over_environment_over_ini(pytester: pytest.Pytester, monkeypatch):
+    pytester.makeini("[pytest]\naccelerator = gpu\ntpu_timeout = 7\n")
+    monkeypatch.setenv("PYTEST_ACCELERATOR", "tpu")
+    config = pytester.parseconfigure("--accelerator=cpu")
+    settings = options.resolve_settings(config)
+    assert settings.accelerator.kinds == ("cpu",)
+    assert settings.tpu_timeout == 7.0
+    monkeypatch.delenv("PYTEST_ACCELERATOR")
+    assert options.resolve_settings(pytester.parseconfigure()).accelerator.kinds == ("gpu",)
+
+
+@pytest.mark.parametrize(
+    ("text", "mode", "kinds"),
+    [
+        ("auto", "auto", ("cpu", "gpu", "tpu")),
+        ("ALL", "all", ("cpu", "gpu", "tpu")),
+        ("tpu, cpu,tpu", "explicit", ("tpu", "cpu")),
+    ],
+)
+def test_accelerator_selection(text, mode, kinds):
+    selection = options.parse_accelerator(text)
+    assert (selection.mode, selection.kinds) == (mode, kinds)
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", "x..y", "/abs", "tab\tname", ".hidden", "", "é"])
+def test_unsafe_baseline_names_are_refused(name):
+    with pytest.raises(argparse.ArgumentTypeError, match="not a valid baseline name"):
+        options.parse_baseline_name(name)
+
+
+@pytest.mark.parametrize("text", ["5%", "5", " 2.5% "])
+def test_percentages(text):
+    assert options.parse_percent(text) in (5.0, 2.5)
