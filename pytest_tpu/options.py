@@ -352,6 +352,18 @@ def _path(config: pytest.Config, name: str) -> Path | None:
     return path if path.is_absolute() else config.invocation_params.dir / path
 
 
+def _check_not_a_path(config: pytest.Config, option: str) -> str | None:
+    """``--save-baseline benchmarks`` takes "benchmarks" as the NAME, not as the test path."""
+    name: str | None = config.getoption(option)
+    if name and (config.invocation_params.dir / name).exists():
+        flag = "--" + option.replace("_", "-")
+        raise pytest.UsageError(
+            f"{flag} {name}: {name!r} is a path, so it was taken as the baseline name; "
+            f"write {flag}=NAME, or {flag} after the paths"
+        )
+    return name
+
+
 def resolve_settings(config: pytest.Config) -> Settings:
     """Resolve all settings; raises ``pytest.UsageError`` naming the bad option."""
     baseline_dir = _path(config, "baseline_dir") or config.rootpath / DEFAULT_BASELINE_DIR
@@ -367,8 +379,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
         virtual_cpus=resolve(config, "virtual_cpus", parse_positive_int, None),
         workload_size=resolve(config, "workload_size", parse_choice(WORKLOAD_SIZES), "default"),
         workload_data=resolve(config, "workload_data", parse_choice(WORKLOAD_DATA), "synthetic"),
-        save_baseline=config.getoption("save_baseline"),
-        compare=config.getoption("compare"),
+        save_baseline=_check_not_a_path(config, "save_baseline"),
+        compare=_check_not_a_path(config, "compare"),
         baseline_dir=baseline_dir,
         compare_force=bool(config.getoption("compare_force")),
         fail_on_regression=resolve(config, "fail_on_regression", parse_percent, None),

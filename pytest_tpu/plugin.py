@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tpu.devicelock import device_lock
 from pytest_tpu.options import KINDS, add_options, resolve_settings
 from pytest_tpu.results import (
     REPORT_ATTR,
@@ -35,6 +36,21 @@ def pytest_configure(config: pytest.Config) -> None:
     store = config.stash[results_key] = ResultStore()
     config.pluginmanager.register(ResultCollector(store), "pytest-tpu-results")
     _register_features(config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _enable_benchmarks_on_xdist_worker(session.config)
+
+
+def _enable_benchmarks_on_xdist_worker(config: pytest.Config) -> None:
+    """pytest-benchmark turns itself off under pytest-xdist because parallel timings are
+    unreliable; here every benchmark holds its device's lock (``devicelock``), so timings stay
+    serial per device and the workers' results can be measured and gathered."""
+    bench_session = getattr(config, "_benchmarksession", None)
+    if hasattr(config, "workerinput") and getattr(bench_session, "xdist_warning", False):
+        bench_session.disabled = False  # type: ignore[union-attr]
+        bench_session.xdist_warning = False  # type: ignore[union-attr]
 
 
 def _register_features(config: pytest.Config) -> None:
@@ -145,9 +161,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         result = result_from_item(item, report)
         if result is not None:
             setattr(report, REPORT_ATTR, result.to_json())
-            # Headline figures as JUnit properties, so --junitxml carries them.
-            report.user_properties.extend(result.properties())
+            # Headline figures as JUnit properties: junitxml reads them from the teardown report,
+            # which copies the item's list.
+            item.user_properties.extend(result.properties())
     return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Run device work under its device's machine-wide lock (see ``devicelock``)."""
+    uses = set(getattr(item, "fixturenames", ()))
+    if not {"benchmark", "accelerator"} & uses:
+        return (yield)
+    callspec = getattr(item, "callspec", None)
+    kind = callspec.params.get("accelerator", "cpu") if callspec else "cpu"
+    with device_lock(str(kind)):
+        return (yield)
 
 
 class ResultCollector:

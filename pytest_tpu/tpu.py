@@ -100,7 +100,7 @@ def _unreachable(tpu_address: str | None, timeout: float) -> str:
         with socket.create_connection((host, int(port)), timeout=min(timeout, 5.0)):
             return ""
     except (OSError, ValueError) as exc:
-        return f"{tpu_address} cannot be reached ({exc.strerror or exc})"
+        return f"{tpu_address} cannot be reached ({getattr(exc, 'strerror', None) or exc})"
 
 
 def _parse_child(done: subprocess.CompletedProcess[str], target: TpuTarget) -> TpuProbe:

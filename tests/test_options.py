@@ -98,3 +98,10 @@ def test_unsafe_baseline_names_are_refused(name):
 @pytest.mark.parametrize("text", ["5%", "5", " 2.5% "])
 def test_percentages(text):
     assert options.parse_percent(text) in (5.0, 2.5)
+
+
+def test_a_path_after_a_bare_baseline_option_is_not_taken_silently(pytester: pytest.Pytester):
+    pytester.mkdir("benchmarks")
+    result = pytester.runpytest("--save-baseline", "benchmarks")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'benchmarks' is a path*write --save-baseline=NAME*"])
