@@ -1,9 +1,9 @@
-"""A machine-wide lock per device kind, held while a benchmark runs.
+"""A lock per device kind shared by the pytest-xdist workers of one run.
 
-Two benchmarks timed at the same time on one device measure each other. pytest-xdist workers,
-and separate pytest sessions on one shared machine, take turns through an exclusive ``flock`` on
-one file per device kind. The kernel drops the lock when its holder dies, so a killed session
-never blocks the next one.
+Two benchmarks timed at the same time on one device measure each other. The workers of one
+``pytest -n N`` run take turns through an exclusive ``flock`` on one file per device kind, named
+after the run's id, so separate sessions never wait on each other. The kernel drops the lock when
+its holder dies, so a killed worker never blocks the others.
 """
 
 from __future__ import annotations
@@ -21,20 +21,21 @@ except ImportError:  # Windows: no flock; sessions there are not serialised
 
 
 def lock_dir() -> Path:
-    """One directory per user, so users do not share (or block on) each other's locks."""
+    """One directory per user, so users do not share each other's lock files."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
     return Path(tempfile.gettempdir()) / f"pytest-tpu-locks-{uid}"
 
 
 @contextmanager
-def device_lock(kind: str) -> Iterator[None]:
-    """Hold the lock of device ``kind`` for the duration of the block."""
+def device_lock(run_id: str, kind: str) -> Iterator[None]:
+    """Hold the lock of device ``kind`` in run ``run_id`` for the duration of the block."""
     if fcntl is None:
         yield
         return
     directory = lock_dir()
     directory.mkdir(mode=0o700, exist_ok=True)
-    with open(directory / f"{kind}.lock", "a+") as handle:
+    safe_id = "".join(c for c in run_id if c.isalnum())[:64]
+    with open(directory / f"{safe_id}-{kind}.lock", "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -169,13 +169,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Run device work under its device's machine-wide lock (see ``devicelock``)."""
+    """Under pytest-xdist, run device work under its device's lock (see ``devicelock``)."""
+    workerinput = getattr(item.config, "workerinput", None)
     uses = set(getattr(item, "fixturenames", ()))
-    if not {"benchmark", "accelerator"} & uses:
+    if workerinput is None or not {"benchmark", "accelerator"} & uses:
         return (yield)
     callspec = getattr(item, "callspec", None)
     kind = callspec.params.get("accelerator", "cpu") if callspec else "cpu"
-    with device_lock(str(kind)):
+    with device_lock(str(workerinput.get("testrunuid", "run")), str(kind)):
         return (yield)
 
 
