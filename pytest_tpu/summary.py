@@ -1,11 +1,51 @@
 """Terminal tables and report files after a session that ran benchmarks.
 
-Placeholder: filled in by the reports work (issue 5).
+Registered by the plugin in every session. Report paths are checked when the session starts, so
+a typo fails in a second instead of after an hour of benchmarks; files are written once every
+``pytest_sessionfinish`` (the gate's comparison included) has run, and nothing here raises
+after the tests: a report problem is a warning line, never a traceback.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import pytest
+
+from pytest_tpu.options import Settings
+from pytest_tpu.plugin import session_key
+from pytest_tpu.results import results_key
+
+if TYPE_CHECKING:
+    from pytest_tpu.report import ComparisonRow, WorkloadTable
+
+REPORT_SUFFIXES = (".md", ".json")
+PLOT_SUFFIXES = (".png", ".svg")
+PLOT_HINT = "pip install 'pytest-tpu[plot]'"
+
+# Where compare.py leaves this run's comparison rows (one per benchmark and device), for the
+# summary to render; absent when --compare was not given.
+comparison_key = pytest.StashKey["list[ComparisonRow]"]()
+
+
+def check_paths(report: Path | None, plot: Path | None, plot_available: bool) -> None:
+    """Raise ``pytest.UsageError`` for a report path this plugin cannot write."""
+    if report is not None and report.suffix.lower() not in REPORT_SUFFIXES:
+        raise pytest.UsageError(
+            f"--report={report}: unknown file type {report.suffix or '(none)'!r}; "
+            "use .md for Markdown or .json for JSON"
+        )
+    if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
+        raise pytest.UsageError(
+            f"--report-plot={plot}: unknown file type {plot.suffix or '(none)'!r}; use .png or .svg"
+        )
+    if plot is not None and not plot_available:
+        raise pytest.UsageError(
+            f"--report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
+        )
 
 
 class SummaryPlugin:
@@ -13,3 +53,131 @@ class SummaryPlugin:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.written: list[str] = []  # lines for the terminal about the files written
+
+    @property
+    def _worker(self) -> bool:
+        # On a pytest-xdist worker the controller prints and writes for everyone.
+        return hasattr(self.config, "workerinput")
+
+    def _settings(self) -> Settings:
+        return self.config.stash[session_key].settings
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Reject a report path with an unknown suffix, or a plot without matplotlib."""
+        from pytest_tpu import plot
+
+        settings = self._settings()
+        if settings.report_plot is None:
+            check_paths(settings.report, None, True)
+        else:
+            check_paths(settings.report, settings.report_plot, plot.available())
+
+    def _tables(self) -> list[WorkloadTable]:
+        from pytest_tpu.report import build_tables
+
+        state = self.config.stash[session_key]
+        # Name missing devices only if discovery already ran: never probe for a summary.
+        missing = dict(state.inventory().missing) if state.discovered else {}
+        results = self.config.stash[results_key].results
+        return build_tables(results, self._settings().speedup_reference, missing)
+
+    def _comparison(self) -> list[ComparisonRow] | None:
+        return self.config.stash.get(comparison_key, None)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Write --report and --report-plot, after the gate has stored its comparison."""
+        settings = self._settings()
+        if self._worker or (settings.report is None and settings.report_plot is None):
+            return
+        tables, comparison = self._tables(), self._comparison()
+        if settings.report is not None:
+            self._write(
+                settings.report, lambda p: _write_report(p, tables, comparison, settings.compare)
+            )
+        if settings.report_plot is not None:
+            self._write(settings.report_plot, lambda p: _write_plot(p, tables, comparison))
+
+    def _write(self, path: Path, writer: Callable[[Path], None]) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            writer(path)
+        except Exception as exc:  # a report must never turn a run into a traceback
+            self.written.append(f"pytest-tpu: could not write {path}: {exc!r}")
+        else:
+            self.written.append(f"pytest-tpu: wrote {path}")
+
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+    ) -> None:
+        """Speedup tables per workload, the comparison, and where the reports went."""
+        if self._worker:
+            return
+        try:
+            self._print(terminalreporter)
+        except Exception as exc:  # same reason as _write: a summary never raises
+            terminalreporter.write_line(f"pytest-tpu: could not draw the summary: {exc!r}")
+        for line in self.written:
+            terminalreporter.write_line(line, yellow="could not" in line)
+
+    def _print(self, tr: pytest.TerminalReporter) -> None:
+        from pytest_tpu import report
+
+        for table in self._tables():
+            tr.write_sep("-", table.title)
+            _lines(tr, report.speedup_table(table))
+            for note in report.table_notes(table):
+                tr.write_line(note, yellow=True)
+            cross = report.cross_table(table)
+            if cross:
+                tr.write_line("")
+                _lines(tr, cross)
+        comparison = self._comparison()
+        if comparison is not None:
+            self._print_comparison(tr, comparison)
+
+    def _print_comparison(self, tr: pytest.TerminalReporter, rows: list[ComparisonRow]) -> None:
+        from pytest_tpu import report
+
+        baseline = self._settings().compare
+        tr.write_sep("-", f"comparison with baseline {baseline!r}" if baseline else "comparison")
+        if rows:
+            table = report.comparison_table(rows).splitlines()
+            ordered = report.sort_comparison(rows)
+            _lines(tr, "\n".join(table[:2]))
+            for line, row in zip(table[2:], ordered, strict=True):
+                tr.write_line(line, red=row.verdict == "slower", bold=row.verdict == "slower")
+            for note in report.comparison_notes(rows):
+                tr.write_line(note)
+        summary = report.comparison_summary(rows)
+        tr.write_line(summary, red=any(r.verdict == "slower" for r in rows))
+
+
+def _lines(tr: pytest.TerminalReporter, text: str) -> None:
+    for line in text.splitlines():
+        tr.write_line(line)
+
+
+def _write_report(
+    path: Path,
+    tables: list[WorkloadTable],
+    comparison: list[ComparisonRow] | None,
+    baseline: str | None,
+) -> None:
+    from pytest_tpu import report
+
+    if path.suffix.lower() == ".json":
+        data = report.to_json(tables, comparison, baseline)
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+    else:
+        text = report.to_markdown(tables, comparison, baseline)
+    path.write_text(text, encoding="utf-8")
+
+
+def _write_plot(
+    path: Path, tables: list[WorkloadTable], comparison: list[ComparisonRow] | None
+) -> None:
+    from pytest_tpu import plot
+
+    plot.draw(path, tables, comparison)

@@ -1,0 +1,562 @@
+"""Results → speedup tables, comparison tables, Markdown and JSON.
+
+Pure: plain data in, strings and dicts out; no pytest import (``BenchResult`` is only read
+through its attributes), so every builder is tested on hand-made rows without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from pytest_tpu import units
+
+if TYPE_CHECKING:
+    from pytest_tpu.results import BenchResult
+
+MAX_WIDTH = 100
+# The device kinds in the order people read them (the same order as options.KINDS, which is not
+# imported here because options imports pytest).
+KIND_ORDER = ("cpu", "gpu", "tpu")
+# Fields that identify a configuration, with how a row label spells them.
+CONFIG_FIELDS = {"n": "N={}", "dtype": "{}", "batch_size": "batch {}"}
+CONFIG_HEADERS = {"n": "N", "dtype": "dtype", "batch_size": "batch"}
+# The one-off first call, under whichever name the workload records it.
+COLD_FIELDS = {"cold_s": "cold", "first_epoch_s": "1st epoch", "first_step_s": "1st step"}
+# Secondary figures for the cross-configuration table, with their units.
+EXTRA_METRICS = {
+    "epoch_s": ("epoch", "s"),
+    "step_ms": ("step", "ms"),
+    "us_per_sample": ("per sample", "µs"),
+    "tflops": ("", "TFLOP/s"),
+    "samples_per_s": ("samples/s", ""),
+    "pct_peak": ("% peak", ""),
+}
+METRIC_NAMES = {"tflops": "FLOP/s", "epoch_s": "epoch time", "step_ms": "step time"}
+VERDICTS = ("slower", "inconclusive", "faster", "unchanged", "new", "missing", "incompatible")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One benchmark configuration measured on one device."""
+
+    value: float | None  # the headline, in the table's unit; None when the test failed
+    spread: float | None = None  # relative (0.03 = 3 %)
+    speedup: float | None = None  # against the table's reference device
+    cold: float | None = None  # seconds of the first call (trace + compile)
+    extras: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark configuration (node id without the device) across devices."""
+
+    key: str
+    label: str
+    config: dict[str, Any]
+    cells: dict[str, Cell]
+
+
+@dataclass(frozen=True)
+class WorkloadTable:
+    """The speedup table of one workload (one test function and headline metric)."""
+
+    workload: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    reference: str | None
+    kinds: tuple[str, ...]
+    rows: tuple[Row, ...]
+    cold_field: str | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        """``test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu``."""
+        name = METRIC_NAMES.get(self.metric, self.metric)
+        unit = _table_unit(self)[1]
+        better = "higher" if self.higher_is_better else "lower"
+        vs = f", speedup vs {self.reference}" if self.reference and len(self.kinds) > 1 else ""
+        return f"{self.workload}: {name} in {unit} ({better} is better){vs}"
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One benchmark on one device, this run against the baseline (from ``compare.py``).
+
+    ``change_pct`` is ``(current - baseline) / baseline * 100`` of the metric itself, so for a
+    time a positive change is slower and for FLOP/s it is faster; ``verdict`` says which.
+    ``ci_low``/``ci_high`` bound ``change_pct`` (in %). Values are in ``unit``.
+    """
+
+    name: str  # node id (or name) of the benchmark
+    kind: str  # device kind
+    metric: str
+    unit: str
+    higher_is_better: bool
+    baseline: float | None
+    current: float | None
+    change_pct: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str  # one of VERDICTS
+    note: str = ""
+
+
+# ---------------------------------------------------------------- building speedup tables
+
+
+def kind_sort_key(kind: str) -> tuple[int, str]:
+    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
+
+
+def workload_of(result: BenchResult) -> str:
+    """The test function a result belongs to (``test_cnn``), class included when there is one."""
+    head = result.nodeid.partition("[")[0]
+    if "::" in head:
+        return head.split("::", 1)[1]
+    return result.name.partition("[")[0] or head
+
+
+def config_of(result: BenchResult) -> dict[str, Any]:
+    """The configuration fields (N, dtype, batch size, other params), without the device."""
+    config = {k: result.extra_info[k] for k in CONFIG_FIELDS if k in result.extra_info}
+    for key, value in result.params.items():
+        # A parameter whose value is the device kind names the device, not the configuration.
+        if key != "accelerator" and value != result.kind and key not in config:
+            config[key] = value
+    return config
+
+
+def label_of(config: dict[str, Any]) -> str:
+    parts = [CONFIG_FIELDS.get(key, f"{key}={{}}").format(value) for key, value in config.items()]
+    return " ".join(parts) or "(default)"
+
+
+def _cell(result: BenchResult) -> Cell:
+    if result.outcome != "passed" or result.headline is None:
+        return Cell(value=None, error=result.error or "failed")
+    extra = result.extra_info
+    cold = next((float(extra[k]) for k in COLD_FIELDS if _is_number(extra.get(k))), None)
+    extras = {k: float(extra[k]) for k in EXTRA_METRICS if _is_number(extra.get(k))}
+    spread = units.relative_spread(result.samples)
+    return Cell(value=result.headline, spread=spread, cold=cold, extras=extras)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _with_speedups(row: Row, reference: str | None, higher_is_better: bool) -> Row:
+    ref = row.cells.get(reference or "")
+    if ref is None or not ref.value:
+        return row
+    cells = {}
+    for kind, cell in row.cells.items():
+        ratio = None
+        if kind != reference and cell.value:
+            ratio = cell.value / ref.value if higher_is_better else ref.value / cell.value
+        cells[kind] = Cell(cell.value, cell.spread, ratio, cell.cold, cell.extras, cell.error)
+    return Row(row.key, row.label, row.config, cells)
+
+
+def _pick_reference(kinds: Sequence[str], wanted: str) -> str | None:
+    return wanted if wanted in kinds else (kinds[0] if kinds else None)
+
+
+def _missing_for(
+    kinds: Sequence[str], all_kinds: Iterable[str], missing: dict[str, str]
+) -> dict[str, str]:
+    """Kinds without a column here: absent from the machine, or measured only elsewhere."""
+    out = {k: v for k, v in missing.items() if k not in kinds}
+    for kind in all_kinds:
+        if kind not in kinds and kind not in out:
+            out[kind] = "no result for this workload"
+    return dict(sorted(out.items(), key=lambda item: kind_sort_key(item[0])))
+
+
+def build_tables(
+    results: Iterable[BenchResult],
+    reference: str = "cpu",
+    missing: dict[str, str] | None = None,
+) -> list[WorkloadTable]:
+    """One speedup table per workload and headline metric, rows in the order they ran.
+
+    ``reference`` is the device the speedups are relative to; a table without it uses its first
+    device. ``missing`` maps device kinds that are not on this machine to the reason.
+    """
+    groups: dict[tuple[str, str], list[BenchResult]] = {}
+    for result in results:
+        groups.setdefault((workload_of(result), result.metric), []).append(result)
+    all_kinds = sorted({r.kind for rs in groups.values() for r in rs}, key=kind_sort_key)
+    tables = []
+    for (workload, _), members in groups.items():
+        table = _build_table(workload, members, reference)
+        gone = _missing_for(table.kinds, all_kinds, missing or {})
+        tables.append(replace(table, missing=gone))
+    return tables
+
+
+def _build_table(workload: str, members: list[BenchResult], wanted: str) -> WorkloadTable:
+    configs: dict[str, dict[str, Any]] = {}
+    cells: dict[str, dict[str, Cell]] = {}
+    for result in members:
+        configs.setdefault(result.base_id, config_of(result))
+        cells.setdefault(result.base_id, {})[result.kind] = _cell(result)
+    kinds = tuple(sorted({r.kind for r in members}, key=kind_sort_key))
+    first = members[0]
+    reference = _pick_reference(kinds, wanted)
+    rows = tuple(
+        _with_speedups(
+            Row(key, label_of(configs[key]), configs[key], cells[key]),
+            reference,
+            first.higher_is_better,
+        )
+        for key in configs
+    )
+    cold = next((k for k in COLD_FIELDS if any(k in r.extra_info for r in members)), None)
+    return WorkloadTable(
+        workload, first.metric, first.unit, first.higher_is_better, reference, kinds, rows, cold
+    )
+
+
+def varying_fields(table: WorkloadTable) -> list[str]:
+    """Configuration fields that take more than one value across the table's rows."""
+    keys = dict.fromkeys(k for row in table.rows for k in row.config)
+    return [k for k in keys if len({repr(row.config.get(k)) for row in table.rows}) > 1]
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _tabulate(rows: list[list[str]], headers: list[str], fmt: str, label_cols: int = 1) -> str:
+    import tabulate
+
+    align = ["left"] * label_cols + ["right"] * (len(headers) - label_cols)
+    # tabulate widens every column to its header plus two spaces; the column gap already
+    # separates them, and those spaces cost a nine-column table its 100-column budget.
+    saved, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
+    try:
+        return tabulate.tabulate(rows, headers, tablefmt=fmt, colalign=align, disable_numparse=True)
+    finally:
+        tabulate.MIN_PADDING = saved
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def fit(rows: list[list[str]], headers: list[str], fmt: str, label_cols: int = 1) -> str:
+    """The table, its first column shortened until every line fits ``MAX_WIDTH`` columns.
+
+    Only the terminal needs this; Markdown tables wrap in the browser and keep full labels.
+    """
+    text = _tabulate(rows, headers, fmt, label_cols)
+    over = max(map(len, text.splitlines())) - MAX_WIDTH
+    if over <= 0 or fmt != "simple" or not rows:
+        return text
+    width = max(12, max(len(r[0]) for r in rows) - over)
+    short = [[_shorten(r[0], width), *r[1:]] for r in rows]
+    return _tabulate(short, headers, fmt, label_cols)
+
+
+def _places(cells: Iterable[Cell | None], factor: float) -> int:
+    """Decimals for a column: the fewest any of its cells justifies, so digits line up."""
+    places = [
+        units.decimals_for(c.value * factor, abs(c.value * factor) * c.spread if c.spread else None)
+        for c in cells
+        if c is not None and c.value is not None
+    ]
+    return min(places, default=0)
+
+
+def _value_text(cell: Cell | None, factor: float, places: int) -> str:
+    if cell is None:
+        return ""
+    if cell.value is None:
+        return "failed"
+    return f"{cell.value * factor:.{places}f} {units.format_spread(cell.spread)}".strip()
+
+
+def _cold_text(cell: Cell | None) -> str:
+    return units.format_quantity(cell.cold, "s") if cell and cell.cold is not None else ""
+
+
+def _table_unit(table: WorkloadTable) -> tuple[float, str]:
+    values = [c.value for r in table.rows for c in r.cells.values() if c.value is not None]
+    return units.pick_unit(values, table.unit)
+
+
+def _wide(table: WorkloadTable) -> tuple[list[str], list[list[str]]]:
+    """One column per device (plus its speedup and cold start): the published shape."""
+    factor = _table_unit(table)[0]
+    ref, cold = table.reference, table.cold_field
+    places = {k: _places((r.cells.get(k) for r in table.rows), factor) for k in table.kinds}
+    headers = ["benchmark"]
+    for kind in table.kinds:
+        headers.append(kind)
+        if ref and kind != ref:
+            headers.append(f"{kind}/{ref}")
+    headers += [f"{kind} {COLD_FIELDS[cold]}" for kind in table.kinds] if cold else []
+    rows = []
+    for row in table.rows:
+        line = [row.label]
+        for kind in table.kinds:
+            cell = row.cells.get(kind)
+            line.append(_value_text(cell, factor, places[kind]))
+            if ref and kind != ref:
+                line.append(units.format_speedup(cell.speedup) if cell else "")
+        line += [_cold_text(row.cells.get(kind)) for kind in table.kinds] if cold else []
+        rows.append(line)
+    return headers, rows
+
+
+def _long(table: WorkloadTable) -> tuple[list[str], list[list[str]]]:
+    """One row per configuration and device, for when the wide table would not fit."""
+    factor, unit = _table_unit(table)
+    places = _places((c for r in table.rows for c in r.cells.values()), factor)
+    headers = ["benchmark", "device", unit or table.metric, f"vs {table.reference}"]
+    headers += [COLD_FIELDS[table.cold_field]] if table.cold_field else []
+    rows = []
+    for row in table.rows:
+        for kind, cell in sorted(row.cells.items(), key=lambda kv: kind_sort_key(kv[0])):
+            value = _value_text(cell, factor, places)
+            line = [row.label, kind, value, units.format_speedup(cell.speedup)]
+            line += [_cold_text(cell)] if table.cold_field else []
+            rows.append(line)
+    return headers, rows
+
+
+def speedup_table(table: WorkloadTable, fmt: str = "simple") -> str:
+    """The speedup table as text (``simple``) or GitHub Markdown (``github``)."""
+    headers, rows = _wide(table)
+    text = fit(rows, headers, fmt)
+    if fmt == "simple" and max(map(len, text.splitlines())) > MAX_WIDTH:
+        headers, rows = _long(table)
+        text = fit(rows, headers, fmt, label_cols=2)
+    return text
+
+
+def table_notes(table: WorkloadTable) -> list[str]:
+    """Lines under a table: devices without a column, and why each failed cell failed."""
+    notes = []
+    if table.missing:
+        named = "; ".join(f"{kind}: {why}" for kind, why in table.missing.items())
+        notes.append(f"not measured: {named}")
+    for row in table.rows:
+        for kind, cell in row.cells.items():
+            if cell.error:
+                notes.append(_shorten(f"failed: {row.label} on {kind}: {cell.error}", MAX_WIDTH))
+    return notes
+
+
+def _metric_columns(table: WorkloadTable) -> list[tuple[str, str, str]]:
+    """(field, short name, unit) of the headline and of one secondary figure, if recorded."""
+    short = EXTRA_METRICS.get(table.metric, (table.metric, table.unit))[0]
+    columns = [(table.metric, short, table.unit)]
+    present = {k for row in table.rows for c in row.cells.values() for k in c.extras}
+    extra = next((k for k in EXTRA_METRICS if k in present and k != table.metric), None)
+    if extra:
+        columns.append((extra, *EXTRA_METRICS[extra]))
+    return columns
+
+
+def _figure(cell: Cell | None, name: str, headline: str) -> float | None:
+    if cell is None or cell.value is None:
+        return None
+    return cell.value if name == headline else cell.extras.get(name)
+
+
+def _sort_value(value: Any) -> tuple[int, float, str]:
+    return (0, float(value), "") if _is_number(value) else (1, 0.0, str(value))
+
+
+def cross_table(table: WorkloadTable, fmt: str = "simple") -> str | None:
+    """Headline (and step/epoch time) per varying parameter and device, or None.
+
+    The shape of the published CNN comparison: epoch time per batch size, GPU next to TPU.
+    """
+    fields = varying_fields(table)
+    if not fields or len(table.rows) < 2:
+        return None
+    columns = _metric_columns(table)
+    text = _cross(table, fields, columns, fmt)
+    if fmt == "simple" and max(map(len, text.splitlines())) > MAX_WIDTH:
+        text = _cross(table, fields, columns[:1], fmt)
+    return text
+
+
+def _cross(
+    table: WorkloadTable, fields: list[str], columns: list[tuple[str, str, str]], fmt: str
+) -> str:
+    ordered = sorted(table.rows, key=lambda r: [_sort_value(r.config.get(f)) for f in fields])
+    headers = [CONFIG_HEADERS.get(f, f) for f in fields]
+    body = [[str(row.config.get(f, "")) for f in fields] for row in ordered]
+    for name, short, unit in columns:
+        cells = [
+            [_figure(row.cells.get(k), name, table.metric) for row in ordered] for k in table.kinds
+        ]
+        factor, shown = units.pick_unit([v for col in cells for v in col if v is not None], unit)
+        for kind, column in zip(table.kinds, cells, strict=True):
+            headers.append(" ".join(p for p in (kind, short, shown) if p))
+            spreads = [_spread_of(row.cells.get(kind)) for row in ordered]
+            for line, text in zip(body, _column_texts(column, spreads, factor), strict=True):
+                line.append(text)
+    return _tabulate(body, headers, fmt, label_cols=len(fields))
+
+
+def _spread_of(cell: Cell | None) -> float | None:
+    return cell.spread if cell else None
+
+
+def _column_texts(
+    values: list[float | None], spreads: list[float | None], factor: float
+) -> list[str]:
+    """One column's numbers, scaled, with the decimals its least precise cell allows."""
+    cells = [Cell(v, s) if v is not None else None for v, s in zip(values, spreads, strict=True)]
+    places = _places(cells, factor)
+    return ["" if v is None else f"{v * factor:.{places}f}" for v in values]
+
+
+# ---------------------------------------------------------------- comparison
+
+
+def sort_comparison(rows: Iterable[ComparisonRow]) -> list[ComparisonRow]:
+    """Regressions first, then the doubtful, then the rest; by name within a verdict."""
+    order = {v: i for i, v in enumerate(VERDICTS)}
+    return sorted(rows, key=lambda r: (order.get(r.verdict, len(order)), r.name, r.kind))
+
+
+def _display_name(name: str) -> str:
+    return name.split("::", 1)[1] if "::" in name else name
+
+
+def _comparison_value(row: ComparisonRow, value: float | None) -> str:
+    if value is None:
+        return ""
+    half = (
+        (row.ci_high - row.ci_low) / 200
+        if row.ci_low is not None and row.ci_high is not None
+        else None
+    )
+    return units.format_quantity(value, row.unit, half)
+
+
+def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
+    """Baseline, current, change with its interval and verdict; regressions first, marked."""
+    headers = ["benchmark", "device", "baseline", "current", "change [interval]", "verdict"]
+    body = [
+        [
+            _display_name(r.name),
+            r.kind,
+            _comparison_value(r, r.baseline),
+            _comparison_value(r, r.current),
+            units.format_change(r.change_pct, r.ci_low, r.ci_high),
+            verdict_text(r.verdict, fmt),
+        ]
+        for r in sort_comparison(rows)
+    ]
+    return fit(body, headers, fmt, label_cols=2)
+
+
+def verdict_text(verdict: str, fmt: str = "simple") -> str:
+    """A regression stands out in plain text (capitals) and in Markdown (bold and a sign)."""
+    if verdict != "slower":
+        return verdict
+    return "SLOWER" if fmt == "simple" else "⚠️ **slower**"
+
+
+def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
+    return [
+        _shorten(f"{_display_name(r.name)} on {r.kind}: {r.note}", MAX_WIDTH)
+        for r in sort_comparison(rows)
+        if r.note
+    ]
+
+
+def comparison_counts(rows: Iterable[ComparisonRow]) -> dict[str, int]:
+    counts = dict.fromkeys(VERDICTS, 0)
+    for row in rows:
+        counts[row.verdict] = counts.get(row.verdict, 0) + 1
+    return counts
+
+
+def comparison_summary(rows: Iterable[ComparisonRow]) -> str:
+    """``"1 slower, 2 faster, 5 unchanged, 0 inconclusive, 1 new, 0 missing"``."""
+    counts = comparison_counts(rows)
+    shown = ("slower", "faster", "unchanged", "inconclusive", "new", "missing")
+    parts = [f"{counts.pop(v)} {v}" for v in shown]
+    parts += [f"{n} {v}" for v, n in counts.items() if n]
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------- files
+
+
+def to_markdown(
+    tables: Sequence[WorkloadTable],
+    comparison: Sequence[ComparisonRow] | None = None,
+    baseline: str | None = None,
+) -> str:
+    """GitHub-flavoured Markdown for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment."""
+    out = ["## pytest-tpu benchmarks", ""]
+    if not tables:
+        out += ["No benchmark ran.", ""]
+    for table in tables:
+        out += [f"### {table.title}", "", speedup_table(table, "github"), ""]
+        out += [f"{note}  " for note in table_notes(table)]
+        cross = cross_table(table, "github")
+        if cross:
+            out += ["", f"#### {table.workload} across configurations", "", cross]
+        out.append("")
+    if comparison is not None:
+        out += _markdown_comparison(comparison, baseline)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _markdown_comparison(rows: Sequence[ComparisonRow], baseline: str | None) -> list[str]:
+    name = f" `{baseline}`" if baseline else ""
+    out = [f"## Comparison with baseline{name}", "", comparison_summary(rows), ""]
+    if rows:
+        out += [comparison_table(rows, "github"), ""]
+        out += [f"- {note}" for note in comparison_notes(rows)]
+    return out
+
+
+def _cell_json(cell: Cell) -> dict[str, Any]:
+    data = asdict(cell)
+    data["spread_pct"] = None if cell.spread is None else cell.spread * 100
+    del data["spread"]
+    return data
+
+
+def to_json(
+    tables: Sequence[WorkloadTable],
+    comparison: Sequence[ComparisonRow] | None = None,
+    baseline: str | None = None,
+) -> dict[str, Any]:
+    """The same tables as JSON-able data, numbers unscaled in each metric's own unit."""
+    data: dict[str, Any] = {"format": "pytest-tpu-report", "version": 1, "workloads": []}
+    for table in tables:
+        entry = {k: v for k, v in asdict(table).items() if k != "rows"}
+        entry["rows"] = [
+            {
+                "id": row.key,
+                "label": row.label,
+                "config": row.config,
+                "devices": {kind: _cell_json(cell) for kind, cell in row.cells.items()},
+            }
+            for row in table.rows
+        ]
+        data["workloads"].append(entry)
+    if comparison is not None:
+        data["comparison"] = {
+            "baseline": baseline,
+            "counts": comparison_counts(comparison),
+            "rows": [asdict(row) for row in sort_comparison(comparison)],
+        }
+    return data

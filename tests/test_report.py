@@ -1,0 +1,244 @@
+"""The pure report builders on hand-made results: no pytest run, no TensorFlow."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_tpu import report, units
+from pytest_tpu.report import ComparisonRow
+from pytest_tpu.results import BenchResult
+
+
+def result(fn, kind, extra, *, ids="", samples=(1.0, 1.02, 0.98), outcome="passed", error=None):
+    node = f"benchmarks/test_{fn}.py::test_{fn}[{kind}{'-' + ids if ids else ''}]"
+    return BenchResult(
+        nodeid=node,
+        name=node.split("::")[1],
+        group=None,
+        params={"accelerator": kind},
+        extra_info={"accelerator": kind, **extra},
+        samples=samples,
+        outcome=outcome,
+        error=error,
+    )
+
+
+def matmul(kind, tflops, n=2048, cold=2.0):
+    extra = {"metric": "tflops", "unit": "TFLOP/s", "higher_is_better": True, "tflops": tflops}
+    return result("matmul", kind, {**extra, "n": n, "dtype": "float32", "cold_s": cold}, ids=str(n))
+
+
+def cnn(kind, batch, epoch, step_ms):
+    extra = {"metric": "epoch_s", "unit": "s", "epoch_s": epoch, "step_ms": step_ms}
+    extra |= {"batch_size": batch, "first_epoch_s": epoch * 3}
+    return result("cnn", kind, extra, ids=str(batch))
+
+
+def comparison(name, verdict, change=None, low=None, high=None, note=""):
+    base = 1.0 if verdict != "new" else None
+    current = None if verdict == "missing" else 1.0 + (change or 0) / 100
+    return ComparisonRow(
+        f"benchmarks/test_x.py::{name}", "cpu", "epoch_s", "s", False, base, current,
+        change, low, high, verdict, note,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- units
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [
+        (0.85, "s", "850 ms"),
+        (0.000042, "s", "42.0 µs"),
+        (125.0, "s", "125 s"),
+        (0.53, "TFLOP/s", "530 GFLOP/s"),
+        (1.57e13, "FLOP/s", "15.7 TFLOP/s"),
+        (80.2, "ms", "80.2 ms"),
+        (3.0, "samples", "3.00 samples"),
+    ],
+)
+def test_quantities_are_scaled_to_a_readable_unit(value, unit, shown):
+    assert units.format_quantity(value, unit) == shown
+
+
+def test_digits_stop_at_the_spread():
+    assert units.format_number(0.2134, 0.0064) == "0.213"
+    assert units.format_number(20.31, 4.0) == "20"
+    # A leading 1 in the spread keeps one more digit: 0.14 says more than 0.1.
+    assert units.format_number(6.031, 0.14) == "6.03"
+    assert units.format_number(6.031) == "6.03"
+
+
+def test_speedups_spreads_and_changes_read_like_the_published_figures():
+    assert units.format_speedup(29.4) == "29x"
+    assert units.format_speedup(1.0) == "1.0x"
+    assert units.format_spread(0.034) == "±3%"
+    assert units.format_spread(0.004) == "±0.4%"
+    assert units.format_change(-3.8, -5.0, -2.6) == "-3.8% [-5.0, -2.6]"
+    assert units.format_change(-18.0, -41.0, 5.0) == "-18% [-41, +5]"
+
+
+# ---------------------------------------------------------------- speedup tables
+
+
+def test_one_table_per_workload_with_speedups_against_the_cpu():
+    results = [matmul("cpu", 0.53), matmul("gpu", 15.7), cnn("cpu", 256, 60.0, 900.0)]
+    results.append(cnn("gpu", 256, 6.0, 94.0))
+    matmul_table, cnn_table = report.build_tables(results)
+    assert [t.workload for t in (matmul_table, cnn_table)] == ["test_matmul", "test_cnn"]
+    assert matmul_table.rows[0].label == "N=2048 float32"
+    assert matmul_table.rows[0].cells["gpu"].speedup == pytest.approx(15.7 / 0.53)
+    # Time: lower is better, so the speedup is the reference's time over this device's.
+    assert cnn_table.rows[0].cells["gpu"].speedup == pytest.approx(10.0)
+    text = report.speedup_table(matmul_table)
+    assert "N=2048 float32" in text
+    assert "30x" in text
+    assert "gpu/cpu" in text.splitlines()[0]
+    assert "2.00 s" in text  # the cold start, scaled
+
+
+def test_reference_falls_back_to_the_first_device_present():
+    (table,) = report.build_tables([cnn("tpu", 256, 3.0, 50.0), cnn("gpu", 256, 6.0, 94.0)])
+    assert table.reference == "gpu"
+    assert "speedup vs gpu" in table.title
+    assert table.rows[0].cells["tpu"].speedup == pytest.approx(2.0)
+
+
+def test_speedup_reference_can_be_chosen():
+    results = [matmul("cpu", 0.5), matmul("gpu", 10.0), matmul("tpu", 100.0)]
+    (table,) = report.build_tables(results, reference="gpu")
+    header = report.speedup_table(table).splitlines()[0]
+    assert "cpu/gpu" in header
+    assert "tpu/gpu" in header
+    assert table.rows[0].cells["tpu"].speedup == pytest.approx(10.0)
+
+
+def test_missing_devices_and_failures_are_named_under_the_table():
+    failed = cnn("gpu", 1024, 0, 0)
+    failed = BenchResult(**{**failed.to_json(), "outcome": "failed", "error": "OOM", "samples": ()})
+    tables = report.build_tables([cnn("cpu", 1024, 20.0, 300.0), failed], missing={"tpu": "none"})
+    notes = report.table_notes(tables[0])
+    assert notes[0] == "not measured: tpu: none"
+    assert "failed: batch 1024 on gpu: OOM" in notes
+    assert "failed" in report.speedup_table(tables[0])
+
+
+def test_tables_fit_100_columns_even_with_long_names():
+    long_id = "a-very-long-parameter-id-that-nobody-would-want-to-read-in-full-" * 2
+    results = [
+        result("matmul", kind, {"metric": "tflops", "unit": "TFLOP/s", "tflops": 1.5, "cold_s": 1},
+               ids=long_id)
+        for kind in ("cpu", "gpu", "tpu")
+    ]  # fmt: skip
+    results = [BenchResult(**{**r.to_json(), "params": {"accelerator": r.kind, "variant": long_id}})
+               for r in results]  # fmt: skip
+    (table,) = report.build_tables(results)
+    text = report.speedup_table(table)
+    assert max(len(line) for line in text.splitlines()) <= report.MAX_WIDTH
+    assert "variant=a-very-long" in text
+
+
+def test_cross_table_shows_each_batch_size_per_device_in_order():
+    results = [cnn(k, b, e, s) for b in (1024, 256) for k, e, s in (("gpu", 4, 79), ("tpu", 2, 37))]
+    results += [cnn(k, 512, e, s) for k, e, s in (("gpu", 5, 82), ("tpu", 3, 58))]
+    (table,) = report.build_tables(results)
+    lines = report.cross_table(table).splitlines()
+    assert lines[0].split() == [
+        "batch",
+        *["gpu", "epoch", "s", "tpu", "epoch", "s", "gpu", "step", "ms", "tpu", "step", "ms"],
+    ]
+    assert [line.split()[0] for line in lines[2:]] == ["256", "512", "1024"]
+    assert lines[4].split()[1:] == ["4.00", "2.00", "79.0", "37.0"]
+
+
+def test_no_cross_table_when_nothing_varies():
+    (table,) = report.build_tables([matmul("cpu", 0.5), matmul("gpu", 10.0)])
+    assert report.cross_table(table) is None
+
+
+# ---------------------------------------------------------------- comparison
+
+
+ROWS = [
+    comparison("test_a", "unchanged", 0.3, -1.0, 1.6),
+    comparison("test_b", "faster", -12.0, -14.0, -10.0),
+    comparison("test_c", "slower", 8.0, 5.5, 10.5),
+    comparison("test_d", "new"),
+    comparison("test_e", "missing", note="not run this time"),
+    comparison("test_f", "inconclusive", 4.0, -1.0, 9.0),
+]
+
+
+def test_comparison_puts_regressions_first_and_marks_them():
+    lines = report.comparison_table(ROWS).splitlines()
+    assert lines[2].startswith("test_c")
+    assert lines[2].split()[-1] == "SLOWER"
+    assert "+8.0% [+5.5, +10.5]" in lines[2]
+    assert [line.split()[0] for line in lines[3:]] == [
+        "test_f", "test_b", "test_a", "test_d", "test_e",
+    ]  # fmt: skip
+    assert report.comparison_notes(ROWS) == ["test_e on cpu: not run this time"]
+
+
+def test_comparison_summary_counts_every_verdict():
+    assert report.comparison_summary(ROWS) == (
+        "1 slower, 1 faster, 1 unchanged, 1 inconclusive, 1 new, 1 missing"
+    )
+    with_incompatible = [*ROWS, comparison("test_g", "incompatible", note="dtype differs")]
+    assert report.comparison_summary(with_incompatible).endswith(", 1 incompatible")
+
+
+# ---------------------------------------------------------------- files
+
+
+def test_markdown_has_a_github_table_per_workload_and_the_comparison():
+    tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7)])
+    text = report.to_markdown(tables, ROWS, "main")
+    assert text.startswith("## pytest-tpu benchmarks\n")
+    assert "### test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu" in text
+    assert "| N=2048 float32 | 0.530 ±2% |" in text
+    assert "## Comparison with baseline `main`" in text
+    assert "⚠️ **slower**" in text
+
+
+def test_markdown_says_so_when_nothing_ran():
+    assert "No benchmark ran." in report.to_markdown([])
+
+
+def test_json_keeps_raw_numbers_and_counts():
+    tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7)])
+    data = json.loads(json.dumps(report.to_json(tables, ROWS, "main")))
+    workload = data["workloads"][0]
+    assert workload["workload"] == "test_matmul"
+    assert workload["unit"] == "TFLOP/s"
+    gpu = workload["rows"][0]["devices"]["gpu"]
+    assert gpu["value"] == 15.7
+    assert gpu["speedup"] == pytest.approx(15.7 / 0.53)
+    assert gpu["cold"] == 2.0
+    assert data["comparison"]["counts"]["slower"] == 1
+    assert data["comparison"]["rows"][0]["verdict"] == "slower"
+
+
+# ---------------------------------------------------------------- plot
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".png", b"\x89PNG"), (".svg", b"<?xml")])
+def test_plot_writes_a_picture(tmp_path, suffix, magic):
+    pytest.importorskip("matplotlib")
+    from pytest_tpu import plot
+
+    tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7), cnn("cpu", 64, 9, 3)])
+    path = tmp_path / f"report{suffix}"
+    plot.draw(path, tables, ROWS)
+    assert path.read_bytes().startswith(magic)
+
+
+def test_plot_of_an_empty_session_is_still_a_picture(tmp_path):
+    pytest.importorskip("matplotlib")
+    from pytest_tpu import plot
+
+    plot.draw(tmp_path / "empty.svg", [], None)
+    assert "No benchmark ran" in (tmp_path / "empty.svg").read_text()

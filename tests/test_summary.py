@@ -1,0 +1,193 @@
+"""The summary after a real pytest run: tables, report files and their usage errors.
+
+The benchmarks here are pytest-benchmark tests on trivial work that fill in the public
+``extra_info`` fields themselves, so no TensorFlow is needed and each run takes a moment.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+BENCHMARKS = """
+import pytest
+
+TFLOPS = {"cpu": 0.5, "gpu": 15.0}
+EPOCH = {"cpu": 40.0, "gpu": 4.0}
+
+
+def run(benchmark):
+    benchmark.pedantic(sum, args=(range(100),), rounds=3, iterations=1)
+
+
+@pytest.mark.parametrize("n", [1024, 2048])
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_matmul(benchmark, kind, n):
+    benchmark.extra_info.update(
+        accelerator=kind, device=f"/device:{kind.upper()}:0", replicas=1, metric="tflops",
+        unit="TFLOP/s", higher_is_better=True, tflops=TFLOPS[kind] * n / 1024, n=n,
+        dtype="float32", cold_s=1.5,
+    )
+    run(benchmark)
+
+
+@pytest.mark.parametrize("batch_size", [256, 1024])
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_cnn(benchmark, kind, batch_size):
+    benchmark.extra_info.update(
+        accelerator=kind, device=f"/device:{kind.upper()}:0", replicas=1, metric="epoch_s",
+        unit="s", higher_is_better=False, epoch_s=EPOCH[kind] * 256 / batch_size,
+        step_ms=80.0, batch_size=batch_size, first_epoch_s=9.0,
+    )
+    run(benchmark)
+
+
+def test_plain():
+    pass
+"""
+
+COMPARISON = """
+from pytest_tpu.report import ComparisonRow
+from pytest_tpu.summary import comparison_key
+
+
+def pytest_sessionfinish(session):
+    session.config.stash[comparison_key] = [
+        ComparisonRow("test_bench.py::test_cnn[gpu-256]", "gpu", "epoch_s", "s", False,
+                      4.0, 4.4, 10.0, 6.0, 14.0, "slower"),
+        ComparisonRow("test_bench.py::test_matmul[cpu-1024]", "cpu", "tflops", "TFLOP/s", True,
+                      0.5, 0.5, 0.1, -1.0, 1.2, "unchanged"),
+        ComparisonRow("test_bench.py::test_lstm[cpu-64]", "cpu", "step_ms", "ms", False,
+                      80.0, None, None, None, None, "missing"),
+    ]
+"""
+
+
+@pytest.fixture
+def bench(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_bench=BENCHMARKS)
+    return pytester
+
+
+def test_speedup_table_per_workload_after_a_run(bench):
+    result = bench.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=9)
+    result.stdout.fnmatch_lines(
+        [
+            "*- test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu -*",
+            "benchmark*cpu*gpu*gpu/cpu*cpu cold*gpu cold",
+            # Digits depend on the spread of these trivial rounds, so only their start is fixed.
+            "N=1024 float32 *0.5* ±*% *15* ±*% *30x *1.50 s *1.50 s",
+            "N=2048 float32 *1* ±*% *30* ±*% *30x *1.50 s *1.50 s",
+            "*- test_cnn: epoch time in s (lower is better), speedup vs cpu -*",
+            "batch 256 *40* ±*% *4* ±*% *10x *9.00 s *9.00 s",
+            "batch 1024 *10* ±*% *1* ±*% *10x *9.00 s *9.00 s",
+            "batch *cpu epoch s *gpu epoch s *cpu step ms *gpu step ms",
+            "256 *40* 4* 80* 80*",
+        ]
+    )
+    ours = [line for line in result.outlines if "float32" in line or "batch" in line]
+    assert ours
+    assert max(len(line) for line in ours) <= 100
+
+
+def test_speedup_reference_option_changes_the_columns(bench):
+    result = bench.runpytest("-p", "no:cacheprovider", "--speedup-reference=gpu")
+    result.stdout.fnmatch_lines(["*test_matmul: *speedup vs gpu*", "benchmark*cpu/gpu*"])
+    result.stdout.fnmatch_lines(["N=1024 float32 *0.5* ±*% *0.033x *15* ±*%*"])
+
+
+def test_no_table_without_benchmarks(pytester):
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*speedup*")
+
+
+def test_comparison_table_lists_regressions_first(bench):
+    bench.makeconftest(COMPARISON)
+    result = bench.runpytest("-p", "no:cacheprovider", "--report=out.md")
+    result.stdout.fnmatch_lines(
+        [
+            "*- comparison -*",
+            "benchmark*device*baseline*current*change*verdict",
+            "test_cnn[[]gpu-256]*gpu*4.00 s*4.40 s*+10.0% [[]+6.0, +14.0]*SLOWER",
+            "test_matmul[[]cpu-1024]*unchanged",
+            "test_lstm[[]cpu-64]*missing",
+            "1 slower, 0 faster, 1 unchanged, 0 inconclusive, 0 new, 1 missing",
+        ]
+    )
+    markdown = (bench.path / "out.md").read_text(encoding="utf-8")
+    assert "## Comparison with baseline" in markdown
+    assert "⚠️ **slower**" in markdown
+
+
+def test_report_md_writes_markdown_tables(bench):
+    result = bench.runpytest("-p", "no:cacheprovider", "--report=reports/out.md")
+    result.stdout.fnmatch_lines(["pytest-tpu: wrote *out.md"])
+    text = (bench.path / "reports" / "out.md").read_text(encoding="utf-8")
+    assert "### test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu" in text
+    assert "| N=1024 float32 |" in text
+    assert "#### test_cnn across configurations" in text
+
+
+def test_report_json_writes_the_numbers(bench):
+    bench.runpytest("-p", "no:cacheprovider", "--report=out.json")
+    data = json.loads((bench.path / "out.json").read_text(encoding="utf-8"))
+    names = [w["workload"] for w in data["workloads"]]
+    assert names == ["test_matmul", "test_cnn"]
+    row = data["workloads"][0]["rows"][0]
+    assert row["config"] == {"n": 1024, "dtype": "float32"}
+    assert row["devices"]["gpu"]["speedup"] == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("--report=out.txt", "*--report=*out.txt: unknown file type '.txt'; use .md*or .json*"),
+        ("--report-plot=out.pdf", "*--report-plot=*out.pdf: unknown file type '.pdf'; use .png*"),
+    ],
+)
+def test_bad_report_suffix_is_a_usage_error_before_any_test(bench, option, expected):
+    result = bench.runpytest("-p", "no:cacheprovider", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {expected}"])
+    result.stdout.no_fnmatch_line("*passed*")
+
+
+def test_plot_without_matplotlib_names_the_extra(bench, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    result = bench.runpytest("-p", "no:cacheprovider", "--report-plot=out.png")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --report-plot needs matplotlib*pip install 'pytest-tpu[[]plot]'"]
+    )
+
+
+def test_report_plot_writes_an_svg(bench):
+    pytest.importorskip("matplotlib")
+    bench.makeconftest(COMPARISON)
+    result = bench.runpytest("-p", "no:cacheprovider", "--report-plot=out.svg")
+    result.stdout.fnmatch_lines(["pytest-tpu: wrote *out.svg"])
+    svg = (bench.path / "out.svg").read_text(encoding="utf-8")
+    assert "test_matmul" in svg
+    assert "SLOWER" in svg
+
+
+def test_junitxml_carries_the_headline_metrics(bench):
+    bench.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml", "-k", "matmul")
+    xml = (bench.path / "junit.xml").read_text(encoding="utf-8")
+    assert '<property name="pytest_tpu.tflops" value="15.0"' in xml
+    assert '<property name="pytest_tpu.accelerator" value="gpu"' in xml
+
+
+def test_xdist_prints_the_table_once_from_the_controller(bench):
+    pytest.importorskip("xdist")
+    result = bench.runpytest("-p", "no:cacheprovider", "-n", "2", "--report=out.json")
+    result.assert_outcomes(passed=9)
+    tables = [line for line in result.outlines if "test_matmul: FLOP/s" in line]
+    assert len(tables) == 1
+    data = json.loads((bench.path / "out.json").read_text(encoding="utf-8"))
+    assert len(data["workloads"][0]["rows"]) == 2
