@@ -69,6 +69,10 @@ def _register_features(config: pytest.Config) -> None:
         from pytest_tpu.gate import GatePlugin
 
         config.pluginmanager.register(GatePlugin(config), "pytest-tpu-gate")
+    from pytest_tpu import cluster
+
+    if cluster.wanted(settings):  # --workers, --virtual-cpus, or TF_CONFIG set
+        cluster.register(config)
 
 
 def _marker_kinds(metafunc: pytest.Metafunc) -> tuple[str, ...]:

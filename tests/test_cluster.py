@@ -1,0 +1,270 @@
+"""``--workers``: local MultiWorkerMirroredStrategy clusters, joining TF_CONFIG, and cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_tpu import cluster, workers
+
+PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider")
+
+ALLREDUCE_TEST = """
+import tensorflow as tf
+
+def test_allreduce(tpu_strategy, benchmark):
+    @tf.function
+    def step():
+        def replica():
+            return tf.distribute.get_replica_context().all_reduce("sum", tf.ones((32, 32)))
+        return tpu_strategy.run(replica)
+
+    # Every worker must call the collective the same number of times: fixed rounds.
+    mwms = tf.distribute.MultiWorkerMirroredStrategy
+    benchmark.extra_info["mwms"] = isinstance(tpu_strategy, mwms)
+    benchmark.extra_info["in_sync"] = in_sync = tpu_strategy.num_replicas_in_sync
+    value = benchmark.pedantic(step, rounds=4, warmup_rounds=1)
+    assert float(tpu_strategy.experimental_local_results(value)[0][0, 0]) == in_sync
+"""
+
+PRINT_RESULTS = """
+def pytest_terminal_summary(terminalreporter, config):
+    from pytest_tpu.results import results_key
+    for r in config.stash[results_key].results:
+        info = r.extra_info
+        terminalreporter.write_line(
+            f"RESULT {r.nodeid} {r.outcome} workers={info.get('workers')} "
+            f"in_sync={info.get('in_sync')} mwms={info.get('mwms')} rounds={len(r.samples)}"
+        )
+"""
+
+
+def _pids(lines: list[str]) -> list[int]:
+    pids = []
+    for line in lines:
+        match = re.search(r"worker\(s\) on .* \(pids ([\d, ]+)\)", line)
+        if match:
+            pids += [int(pid) for pid in match.group(1).split(",")]
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie counts as gone: it holds no resources but its exit status)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_worker_args_drop_controller_only_options():
+    args = [
+        "benchmarks",
+        "--workers=2",
+        "--junitxml",
+        "out.xml",
+        "--compare",
+        "-v",
+        "--save-baseline",
+        "nightly",
+        "--benchmark-json=b.json",
+        "--virtual-cpus=2",
+        "--basetemp=/tmp/x",
+    ]
+    assert cluster.worker_args(args, chief=True) == [
+        "benchmarks",
+        "-v",
+        "--benchmark-json=b.json",
+        "--virtual-cpus=2",
+    ]
+    assert cluster.worker_args(args, chief=False) == ["benchmarks", "-v", "--virtual-cpus=2"]
+
+
+def test_scales_double_up_to_the_worker_count():
+    assert cluster.scales(1) == [1]
+    assert cluster.scales(2) == [1, 2]
+    assert cluster.scales(6) == [1, 2, 4, 6]
+
+
+def test_tf_config_is_loopback_and_names_the_chief():
+    ports = workers.free_ports(3)
+    assert len(set(ports)) == 3
+    configs = [workers.tf_config(ports, index) for index in range(3)]
+    assert configs[1]["cluster"]["worker"] == [f"127.0.0.1:{port}" for port in ports]
+    assert [workers.is_chief(config) for config in configs] == [True, False, False]
+    assert workers.cluster_size(configs[0]) == 3
+    with_chief = {"cluster": {"chief": ["h:1"], "worker": ["h:2"]}, "task": {"type": "worker"}}
+    assert not workers.is_chief(with_chief)
+    assert workers.cluster_size(with_chief) == 2
+
+
+def test_modules_do_not_import_tensorflow(pytester: pytest.Pytester):
+    code = (
+        "import sys, pytest_tpu.cluster, pytest_tpu.workers, pytest_tpu.scaling, "
+        "pytest_tpu.profiling; print('tf' if 'tensorflow' in sys.modules else 'no tf')"
+    )
+    result = pytester.run(sys.executable, "-c", code)
+    result.stdout.fnmatch_lines(["no tf"])
+
+
+def test_two_workers_end_to_end(pytester: pytest.Pytester):
+    pytester.makepyfile(test_mw=ALLREDUCE_TEST)
+    pytester.makeconftest(PRINT_RESULTS)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-v", timeout=300)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-tpu: 2 worker(s) on 127.0.0.1:*, 127.0.0.1:* (pids *)",
+            "test_mw.py::test_allreduce*cpu* PASSED*",
+            "pytest-tpu: 1 worker(s) on 127.0.0.1:* (pids *)",
+            "*pytest-tpu scaling*",
+            "test_allreduce*cpu*1 worker *rounds/s*1.00x*100%",
+            "test_allreduce*cpu*2 workers *rounds/s*",
+            "RESULT test_mw.py::test_allreduce*cpu* passed workers=2 in_sync=2 mwms=True rounds=4",
+        ]
+    )
+    pids = _pids(result.outlines)
+    assert len(pids) == 3
+    assert not [pid for pid in pids if _alive(pid)]
+
+
+CRASH_TEST = """
+import json, os, time
+
+def test_crash():
+    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+        os._exit(3)
+    time.sleep(600)
+"""
+
+
+def test_crashed_worker_ends_the_others(pytester: pytest.Pytester):
+    pytester.makepyfile(test_crash=CRASH_TEST)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", timeout=120)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the 2-worker cluster ended before this test finished: "
+            "worker 0 (pid *): *; worker 1 (pid *): exit code 3*",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    pids = _pids(result.outlines)
+    assert len(pids) == 2
+    assert not [pid for pid in pids if _alive(pid)]
+
+
+SLEEP_TEST = """
+import json, os, time
+
+def test_sleep():
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    open(f"started-{index}", "w").close()
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_controller_ends_its_workers(pytester: pytest.Pytester, signum):
+    pytester.makepyfile(test_sleep=SLEEP_TEST)
+    basetemp = pytester.path / "basetemp"
+    command = [sys.executable, "-m", "pytest", *PLUGIN, "--workers=2", f"--basetemp={basetemp}"]
+    controller = pytester.popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        # A shell's background job inherits SIGINT ignored; a terminal's Ctrl-C is not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    lines: list[str] = []
+    try:
+        assert controller.stdout is not None
+        for raw in controller.stdout:
+            lines.append(raw.decode(errors="replace"))
+            if _pids(lines[-1:]):
+                break
+        # Interrupt once both workers are inside the test, as a user's Ctrl-C would.
+        started = [pytester.path / f"started-{index}" for index in range(2)]
+        for _ in range(600):
+            if all(path.exists() for path in started):
+                break
+            time.sleep(0.1)
+        assert all(path.exists() for path in started), "the workers never reached the test"
+        controller.send_signal(signum)
+        rest, _ = controller.communicate(timeout=60)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+    output = "".join(lines) + rest.decode(errors="replace")
+    assert controller.returncode == pytest.ExitCode.INTERRUPTED, output
+    pids = _pids(lines)
+    assert len(pids) == 2
+    assert not [pid for pid in pids if _alive(pid)], output
+
+
+JOIN_TEST = """
+import tensorflow as tf
+
+def test_joined(tpu_strategy):
+    assert isinstance(tpu_strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    assert tpu_strategy.num_replicas_in_sync == 1
+"""
+
+
+def test_user_defined_cluster_is_joined_not_started(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = {"cluster": {"worker": [f"127.0.0.1:{port}"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
+    pytester.makepyfile(test_join=JOIN_TEST)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", timeout=120)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pytest-tpu cluster: worker 0 (chief) of 1"])
+    result.stdout.no_fnmatch_line("*worker(s) on*")
+
+
+def test_malformed_tf_config_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*TF_CONFIG is not valid JSON*"])
+
+
+def test_workers_cannot_combine_with_xdist(pytester: pytest.Pytester):
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--workers cannot be combined with pytest-xdist's -n*"])
+
+
+def test_no_worker_process_outlives_the_tests():
+    # Guard for the tests above: this process started no worker of its own.
+    assert cluster.PARENT_ENV not in os.environ
+
+
+def test_a_pod_slice_name_reaches_the_tpu_resolver_unchanged():
+    # As far as this machine can go: the slice name becomes TPUClusterResolver(tpu=<name>).
+    # Resolving it needs the Cloud TPU API, which these machines cannot (and must not) reach.
+    from pytest_tpu import tpu
+
+    target = tpu.find_target({"TPU_NAME": "my-pod-v4-32"})
+    assert isinstance(target, tpu.TpuTarget)
+    assert (target.tpu, target.source) == ("my-pod-v4-32", "TPU_NAME")
+    assert tpu.accelerator_type({"TPU_ACCELERATOR_TYPE": "v4-32"}) == "v4-32"
