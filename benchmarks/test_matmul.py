@@ -1,0 +1,45 @@
+"""Matmul FLOP/s: chained N x N products in one compiled function, float32 and bfloat16."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tpu.plugin import session_key
+from pytest_tpu.timing import SyncedRounds, median
+from pytest_tpu.workloads import MatmulChain, chain_steps, default_jit_compile, sizes_for, tflops
+from pytest_tpu.workloads.sizes import MATMUL_DTYPES
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The sizes N depend on --workload-size, known only once options are resolved."""
+    if "n" in metafunc.fixturenames:
+        size = metafunc.config.stash[session_key].settings.workload_size
+        metafunc.parametrize("n", sizes_for(size).matmul.ns)
+
+
+@pytest.mark.parametrize("dtype", MATMUL_DTYPES)
+def test_matmul(benchmark, accelerator, tpu_strategy, sizes, record, progress, n, dtype):
+    spec = sizes.matmul
+    jit = default_jit_compile(accelerator.kind, "matmul", accelerator.replicas)
+    steps = chain_steps(n, spec.flops_per_round)
+    chain = MatmulChain(n, dtype, steps, strategy=tpu_strategy, jit_compile=jit)
+    runner = SyncedRounds(chain, accelerator.sync)
+    runner()  # trace + compile: reported as cold_s, never a round
+    benchmark.pedantic(runner, rounds=spec.rounds, warmup_rounds=spec.warmup)
+
+    seconds = median(runner.steady(spec.rounds))
+    rate = tflops(n, steps, chain.replicas, seconds)
+    peak = accelerator.peak_flops_for(dtype)
+    record(
+        metric="tflops",
+        unit="TFLOP/s",
+        higher_is_better=True,
+        n=n,
+        dtype=dtype,
+        steps=steps,
+        tflops=rate,
+        cold_s=runner.cold_s,
+        pct_peak=100.0 * rate * 1e12 / peak if peak else None,
+        jit_compile=jit,
+    )
+    progress(f"matmul n={n} {dtype}: {rate:.3f} TFLOP/s, cold {runner.cold_s:.2f} s")

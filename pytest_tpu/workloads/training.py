@@ -1,0 +1,123 @@
+"""What the Keras workloads share: the jit_compile choice, input pipelines, batch arithmetic and
+progress lines. TensorFlow and Keras are imported inside the functions that need them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pytest_tpu.timing import clock
+from pytest_tpu.workloads.data import Arrays
+
+Progress = Callable[[str], None]
+
+# jit_compile is always set explicitly: Keras' "auto" resolves differently per device and
+# strategy, so two runs could compare different compilers without saying so. XLA is the only
+# compiler on a TPU and Keras' own pick on a single GPU. Elsewhere it is off: under
+# MirroredStrategy, Keras' XLA train step fails as soon as it reads a variable of another
+# replica's device (TensorFlow's "tf.Variable on a different device" XLA limitation), and on the
+# 2-core development CPUs XLA was slower for all three workloads (10x for the CNN's convolution
+# gradients, 2x for the LSTM step, up to 2x for the bfloat16 matmul chain).
+WORKLOADS: tuple[str, ...] = ("matmul", "cnn", "lstm")
+
+
+def default_jit_compile(kind: str, workload: str, replicas: int = 1) -> bool:
+    """The ``jit_compile`` the suite uses for ``workload`` ("matmul", "cnn", "lstm") on a device
+    of ``kind`` with ``replicas`` replicas."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; valid: {', '.join(WORKLOADS)}")
+    return kind == "tpu" or (kind == "gpu" and replicas == 1)
+
+
+def replicas_of(strategy: Any) -> int:
+    return int(strategy.num_replicas_in_sync)
+
+
+def global_batch(per_replica_batch: int, strategy: Any) -> int:
+    """The batch one step consumes over all replicas (what a TPU's "batch_size" means)."""
+    if per_replica_batch < 1:
+        raise ValueError(f"batch size must be at least 1, got {per_replica_batch}")
+    return per_replica_batch * replicas_of(strategy)
+
+
+def full_steps(data: Arrays, batch: int) -> int:
+    """Whole batches in ``data``: partial batches would retrace and unbalance replicas."""
+    steps = len(data) // batch
+    if steps < 1:
+        raise ValueError(
+            f"{len(data)} samples make no full global batch of {batch}; use more samples "
+            "or a smaller batch"
+        )
+    return steps
+
+
+def batched_dataset(data: Arrays, batch: int, *, repeat: bool = False) -> Any:
+    """A tf.data pipeline of whole batches, batched once up front so an epoch costs no
+    per-sample pipeline work (the step is what is measured, not tf.data)."""
+    import tensorflow as tf
+
+    steps = full_steps(data, batch)
+    samples = steps * batch
+    x = data.x[:samples].reshape((steps, batch, *data.x.shape[1:]))
+    y = data.y[:samples].reshape((steps, batch, *data.y.shape[1:]))
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if repeat:
+        dataset = dataset.repeat()
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+class TrainingRounds:
+    """A Keras model trained a fixed number of steps per call, on every replica of a strategy.
+
+    The first call goes through ``model.fit``, so Keras builds the model, optimizer and metrics
+    and traces its train function the public way; it is the cold start, timed apart by the
+    caller. Later calls drive that same train function over one long-lived distributed
+    iterator: a round then costs its steps and not what ``fit`` sets up on every call
+    (iterators, callbacks), which would otherwise be counted as work. Each call returns the
+    loss as a Python float, fetched after the last step ran.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        dataset: Any,
+        steps_per_round: int,
+        first_steps: int,
+        strategy: Any,
+        progress: Progress | None = None,
+        label: str = "train",
+    ) -> None:
+        self.model, self.dataset, self.strategy = model, dataset, strategy
+        self.steps_per_round, self.first_steps = steps_per_round, first_steps
+        self._progress, self._label, self._rounds = progress, label, 0
+        self._iterator: Any = None
+
+    def first_call(self) -> float:
+        """Build, trace and compile through ``fit`` over ``first_steps`` steps."""
+        started = clock()
+        history = self.model.fit(
+            self.dataset, epochs=1, steps_per_epoch=self.first_steps, verbose=0, shuffle=False
+        )
+        self._iterator = iter(self.strategy.experimental_distribute_dataset(self.dataset))
+        self._report("first call (trace and compile)", self.first_steps, clock() - started)
+        return float(history.history["loss"][-1])
+
+    def __call__(self) -> float:
+        if self._iterator is None:
+            return self.first_call()
+        started = clock()
+        train = self.model.train_function
+        for _ in range(self.steps_per_round):
+            logs = train(self._iterator)
+        loss = float(logs["loss"])
+        self._rounds += 1
+        self._report(f"round {self._rounds}", self.steps_per_round, clock() - started)
+        return loss
+
+    @property
+    def replicas(self) -> int:
+        return replicas_of(self.strategy)
+
+    def _report(self, what: str, steps: int, seconds: float) -> None:
+        if self._progress is not None:
+            self._progress(f"{self._label}: {what}, {steps} steps in {seconds:.2f} s")
