@@ -113,11 +113,12 @@ results_key = pytest.StashKey[ResultStore]()
 def result_from_item(item: pytest.Item, report: pytest.TestReport) -> BenchResult | None:
     """The result of a test that used pytest-benchmark's fixture, or None."""
     fixture = getattr(item, "funcargs", {}).get("benchmark")
-    if fixture is None:
-        return None
+    if fixture is None or getattr(fixture, "disabled", False):
+        return None  # --benchmark-disable: the function ran once, nothing was measured
     stats = getattr(fixture, "stats", None)
+    # Into the fixture's own dict, so pytest-benchmark's --benchmark-json carries them too.
+    _fill_device_fields(item, fixture.extra_info)
     extra = dict(fixture.extra_info)
-    _fill_device_fields(item, extra)
     samples: tuple[float, ...] = ()
     if stats is not None:
         # Per-round durations, already divided by the iterations of each round.

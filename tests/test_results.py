@@ -1,0 +1,41 @@
+"""What a benchmark leaves behind: its device fields in pytest-benchmark's JSON, and nothing
+invented when measuring is switched off."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+DEVICE_BENCH = """
+def test_sum(benchmark, accelerator):
+    import tensorflow as tf
+
+    with accelerator.scope():
+        ones = tf.ones((64, 64))
+    benchmark.pedantic(lambda: float(tf.reduce_sum(ones)), rounds=3)
+"""
+
+
+def test_device_fields_reach_pytest_benchmark_json(pytester: pytest.Pytester):
+    pytester.makepyfile(DEVICE_BENCH)
+    result = pytester.runpytest_subprocess("--benchmark-json=out.json")
+    result.assert_outcomes(passed=1)
+    (entry,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
+    assert entry["extra_info"]["accelerator"] == "cpu"
+    assert entry["extra_info"]["replicas"] == 1
+    assert entry["extra_info"]["device"]
+
+
+def test_disabled_benchmarks_are_not_reported_as_failures(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        """
+        def test_quick(benchmark):
+            benchmark.extra_info.update(metric="time", unit="s")
+            benchmark(sum, range(100))
+        """
+    )
+    result = pytester.runpytest("--benchmark-disable", "--report=out.json")
+    result.assert_outcomes(passed=1)
+    assert "failed" not in result.stdout.str()
+    assert json.loads((pytester.path / "out.json").read_text()).get("failed", []) == []
