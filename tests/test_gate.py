@@ -1,0 +1,262 @@
+"""The gate end to end through pytester: save, compare, exit codes, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# numpy (the calibration kernel) must be imported before pytester snapshots sys.modules: numpy
+# cannot be imported twice into one process.
+import numpy  # noqa: F401
+import pytest
+
+from pytest_tpu.options import REGRESSION_EXIT_CODE
+
+BENCH = """
+def work():
+    return sum(i * i for i in range({n}))
+
+def test_work(benchmark):
+    benchmark.extra_info["dtype"] = "{dtype}"
+    benchmark.pedantic(work, rounds=30, warmup_rounds=2)
+"""
+# Fewer rounds and no calibration noise matter here: verdicts in these tests are 4x apart.
+FAST = ["-p", "no:cacheprovider", "--benchmark-disable-gc"]
+
+
+@pytest.fixture(autouse=True)
+def private_device_lock(tmp_path, monkeypatch):
+    """Other sessions on this machine hold the shared device lock; these runs use their own."""
+    lockdir = tmp_path / "locks"
+    lockdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(lockdir))
+    monkeypatch.setattr(tempfile, "tempdir", str(lockdir))
+
+
+def bench(pytester, n=2000, dtype="float32", name="test_bench"):
+    return pytester.makepyfile(**{name: BENCH.format(n=n, dtype=dtype)})
+
+
+def save(pytester, *args):
+    return pytester.runpytest(*FAST, "--save-baseline=main", *args)
+
+
+def baseline_file(pytester):
+    return pytester.path / ".pytest-tpu" / "baselines" / "main.json"
+
+
+def test_save_then_compare_unchanged(pytester):
+    bench(pytester)
+    result = save(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *main.json"])
+    document = json.loads(baseline_file(pytester).read_text())
+    assert len(document["benchmarks"][0]["stats"]["data"]) == 30
+    assert document["benchmarks"][0]["pytest_tpu"]["calibration"]
+    # A generous threshold: this run's neighbours must not turn "unchanged" into a failure.
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=60")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["compared with baseline *: 1 compared", "*gate (60%): passed"])
+
+
+def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):
+    bench(pytester)
+    save(pytester).assert_outcomes(passed=1)
+    bench(pytester, n=8000)
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_bench.py::test_work: slower time +*",
+            "REGRESSION test_bench.py::test_work: time +*% vs baseline 'main' (95% interval *"
+            "sure it is slower)",
+            "*gate (20%): FAILED, 1 benchmark(s) regressed; exit code 6",
+        ]
+    )
+
+
+def test_slower_without_fail_option_is_reported_not_failed(pytester):
+    bench(pytester)
+    save(pytester)
+    bench(pytester, n=8000)
+    result = pytester.runpytest(*FAST, "--compare=main")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*test_work: slower time*"])
+
+
+def test_failed_tests_keep_exit_code_one(pytester):
+    bench(pytester)
+    save(pytester)
+    bench(pytester, n=8000)
+    pytester.makepyfile(test_other="def test_broken():\n    assert False\n")
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["REGRESSION *test_work*"])
+
+
+def test_fail_on_regression_without_compare_says_so(pytester):
+    bench(pytester)
+    result = pytester.runpytest(*FAST, "--fail-on-regression=5")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*--fail-on-regression has nothing to check: no --compare given"])
+
+
+def test_xdist_workers_results_end_up_in_one_baseline(pytester):
+    bench(pytester)
+    bench(pytester, name="test_more")
+    result = pytester.runpytest_subprocess(*FAST, "-n", "2", "--save-baseline=main")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["saved baseline 'main': 2 benchmarks in *"])
+    document = json.loads(baseline_file(pytester).read_text())
+    assert sorted(b["fullname"] for b in document["benchmarks"]) == [
+        "test_bench.py::test_work",
+        "test_more.py::test_work",
+    ]
+    assert all(b["pytest_tpu"]["calibration"] for b in document["benchmarks"])
+
+
+def test_new_and_missing_benchmarks_are_listed(pytester):
+    bench(pytester)
+    save(pytester)
+    (pytester.path / "test_bench.py").unlink()
+    bench(pytester, name="test_fresh")
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["*test_fresh.py::test_work: new", "*test_bench.py::test_work: missing"]
+    )
+
+
+def test_incompatible_environment_is_not_compared_unless_forced(pytester):
+    bench(pytester)
+    save(pytester)
+    bench(pytester, n=8000, dtype="bfloat16")
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*test_work: incompatible: dtype differs*"])
+    forced = pytester.runpytest(
+        *FAST, "--compare=main", "--fail-on-regression=20", "--compare-force"
+    )
+    assert forced.ret == REGRESSION_EXIT_CODE
+    forced.stdout.fnmatch_lines(["*test_work: slower*[[]forced[]]"])
+
+
+def test_unknown_baseline_name_lists_the_saved_ones(pytester):
+    bench(pytester)
+    save(pytester)
+    result = pytester.runpytest(*FAST, "--compare=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--compare=nope: no baseline 'nope' in *; saved: main"])
+
+
+def test_corrupt_baseline_is_a_usage_error_naming_the_file(pytester):
+    bench(pytester)
+    save(pytester)
+    path = baseline_file(pytester)
+    path.write_text(path.read_text()[:200])
+    before = path.read_bytes()
+    result = pytester.runpytest(*FAST, "--compare=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*baseline file *main.json: not valid JSON*"])
+    assert "collected" not in result.stdout.str()
+    assert path.read_bytes() == before
+
+
+def test_unwritable_baseline_dir_stops_before_any_benchmark(pytester):
+    pytester.makepyfile(
+        test_bench="def test_work(benchmark, tmp_path_factory):\n"
+        "    open('ran', 'w').close()\n    benchmark(sum, [1])\n"
+    )
+    (pytester.path / "blocker").write_text("")
+    result = save(pytester, "--baseline-dir=blocker/sub")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--save-baseline: baseline directory *sub is not writable*"])
+    assert not (pytester.path / "ran").exists()
+
+
+def test_failed_benchmarks_are_left_out_and_named(pytester):
+    bench(pytester)
+    pytester.makepyfile(
+        test_broken="def test_oom(benchmark):\n"
+        "    benchmark(sum, [1])\n    raise MemoryError('out of memory')\n"
+    )
+    result = save(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["saved baseline 'main': 1 benchmarks in *", "*left out (failed): *test_oom: *MemoryError*"]
+    )
+    document = json.loads(baseline_file(pytester).read_text())
+    assert [b["fullname"] for b in document["benchmarks"]] == ["test_bench.py::test_work"]
+    assert document["pytest_tpu"]["left_out"] == ["test_broken.py::test_oom"]
+
+
+def test_measure_noise_reports_spread_and_detectable_slowdown(pytester):
+    bench(pytester)
+    result = pytester.runpytest(*FAST, "--measure-noise")
+    assert result.ret == 0
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_work: 5 runs, run-to-run spread *%; "
+            "smallest slowdown the gate catches reliably here: *%"
+        ]
+    )
+
+
+def test_comparison_rows_are_on_the_stash(pytester):
+    bench(pytester)
+    save(pytester)
+    pytester.makeconftest(
+        """
+        import pytest
+        from pytest_tpu.compare import comparison_key
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(session):
+            rows = session.config.stash[comparison_key]
+            print("ROWS", [(row.nodeid, row.status) for row in rows])
+        """
+    )
+    result = pytester.runpytest(*FAST, "--compare=main", "-s")
+    result.stdout.fnmatch_lines(["*ROWS *'test_bench.py::test_work', 'compared'*"])
+
+
+SLOW = """
+import pathlib, time
+
+def test_slow(benchmark):
+    benchmark(sum, [1])
+    pathlib.Path("started").touch()
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_session_saves_no_baseline(pytester, sig):
+    pytester.makepyfile(test_slow=SLOW)
+    bench(pytester)
+    env = {**os.environ, "TMPDIR": str(pytester.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, "--save-baseline=main"],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while not (pytester.path / "started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode != 0
+    directory = pytester.path / ".pytest-tpu" / "baselines"
+    assert not directory.exists() or list(directory.iterdir()) == [], out
+    if sig == signal.SIGINT:
+        assert "no baseline saved" in out
