@@ -472,7 +472,7 @@ def verdict_text(verdict: str, fmt: str = "simple") -> str:
 
 def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
     return [
-        _shorten(f"{_display_name(r.name)} on {r.kind}: {r.note}", MAX_WIDTH)
+        _shorten(f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}: {r.note}", MAX_WIDTH)
         for r in sort_comparison(rows)
         if r.note
     ]

@@ -20,7 +20,9 @@ from pytest_tpu.plugin import session_key
 from pytest_tpu.results import results_key
 
 if TYPE_CHECKING:
+    from pytest_tpu.compare import Row
     from pytest_tpu.report import ComparisonRow, WorkloadTable
+    from pytest_tpu.scaling import ScalingRow
 
 REPORT_SUFFIXES = (".md", ".json")
 PLOT_SUFFIXES = (".png", ".svg")
@@ -83,7 +85,13 @@ class SummaryPlugin:
         return build_tables(results, self._settings().speedup_reference, missing)
 
     def _comparison(self) -> list[ComparisonRow] | None:
-        return self.config.stash.get(comparison_key, None)
+        rows = self.config.stash.get(comparison_key, None)
+        if rows is not None:
+            return rows
+        from pytest_tpu import compare
+
+        gate_rows = self.config.stash.get(compare.comparison_key, None)
+        return None if gate_rows is None else [from_gate_row(row) for row in gate_rows]
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -93,8 +101,10 @@ class SummaryPlugin:
             return
         tables, comparison = self._tables(), self._comparison()
         if settings.report is not None:
+            scaling = _scaling_rows(self.config)
             self._write(
-                settings.report, lambda p: _write_report(p, tables, comparison, settings.compare)
+                settings.report,
+                lambda p: _write_report(p, tables, comparison, settings.compare, scaling),
             )
         if settings.report_plot is not None:
             self._write(settings.report_plot, lambda p: _write_plot(p, tables, comparison))
@@ -154,9 +164,53 @@ class SummaryPlugin:
         tr.write_line(summary, red=any(r.verdict == "slower" for r in rows))
 
 
+def kind_of(nodeid: str) -> str:
+    """The device kind among a node id's parameter ids (``test_x[cpu-512]`` -> ``cpu``)."""
+    ids = nodeid.rpartition("[")[2].rstrip("]").split("-") if "[" in nodeid else []
+    return next((part for part in ids if part in ("cpu", "gpu", "tpu")), "")
+
+
+def from_gate_row(row: Row) -> ComparisonRow:
+    """The gate's row (fractions, a status) as the report's row (percent, one verdict)."""
+    from pytest_tpu.report import ComparisonRow
+
+    def pct(value: float | None) -> float | None:
+        return None if value is None else value * 100
+
+    verdict = row.verdict if row.status == "compared" and row.verdict else row.status
+    note = row.reason
+    if row.status == "failed":
+        verdict, note = "missing", "failed in this run, so not compared"
+    elif row.regression:
+        note = f"regression beyond the threshold ({(row.confidence or 0) * 100:.1f}% sure)"
+    elif row.status == "compared" and not row.calibrated:
+        note = note or "not calibrated: decided on raw round times"
+    return ComparisonRow(
+        name=row.nodeid,
+        kind=kind_of(row.nodeid),
+        metric=row.metric,
+        unit=row.unit,
+        higher_is_better=row.higher_is_better,
+        baseline=row.base_value,
+        current=row.current_value,
+        change_pct=pct(row.change),
+        ci_low=pct(row.low),
+        ci_high=pct(row.high),
+        verdict=verdict,
+        note=note,
+    )
+
+
 def _lines(tr: pytest.TerminalReporter, text: str) -> None:
     for line in text.splitlines():
         tr.write_line(line)
+
+
+def _scaling_rows(config: pytest.Config) -> list[ScalingRow]:
+    """The scaling table's rows (``--workers`` sweeps, or results over several replica counts)."""
+    from pytest_tpu.cluster import scaling_rows
+
+    return scaling_rows(config)
 
 
 def _write_report(
@@ -164,14 +218,19 @@ def _write_report(
     tables: list[WorkloadTable],
     comparison: list[ComparisonRow] | None,
     baseline: str | None,
+    scaling_rows: list[ScalingRow],
 ) -> None:
-    from pytest_tpu import report
+    from pytest_tpu import report, scaling
 
     if path.suffix.lower() == ".json":
         data = report.to_json(tables, comparison, baseline)
+        if scaling_rows:
+            data["scaling"] = scaling.to_dicts(scaling_rows)
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     else:
         text = report.to_markdown(tables, comparison, baseline)
+        if scaling_rows:
+            text = text.rstrip("\n") + "\n\n" + scaling.to_markdown(scaling_rows)
     path.write_text(text, encoding="utf-8")
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import sys
 
+# The gate's calibration kernel imports numpy inside in-process pytester runs; numpy cannot be
+# imported twice into one process, so it is imported before pytester snapshots sys.modules.
+import numpy  # noqa: F401
 import pytest
 
 BENCHMARKS = """
@@ -191,3 +194,57 @@ def test_xdist_prints_the_table_once_from_the_controller(bench):
     assert len(tables) == 1
     data = json.loads((bench.path / "out.json").read_text(encoding="utf-8"))
     assert len(data["workloads"][0]["rows"]) == 2
+
+
+GATED = """
+def test_work(benchmark):
+    benchmark.extra_info.update(metric="time", unit="s")
+    benchmark.pedantic(sum, args=(range(20_000),), rounds=20, warmup_rounds=2)
+"""
+
+
+def test_gate_comparison_reaches_table_and_markdown(pytester: pytest.Pytester):
+    pytester.makepyfile(GATED)
+    pytester.runpytest("--save-baseline=main").assert_outcomes(passed=1)
+    result = pytester.runpytest("--compare=main", "--report=out.md")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*comparison with baseline 'main'*",
+            "benchmark  device  baseline  current*",
+            "*",
+            "test_work *",
+        ]
+    )
+    markdown = (pytester.path / "out.md").read_text()
+    assert "## Comparison with baseline `main`" in markdown
+    assert "test_work" in markdown.split("## Comparison", 1)[1]
+
+
+SCALED = """
+import pytest
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_cnn(benchmark, replicas):
+    benchmark.extra_info.update(
+        accelerator="cpu", device="cpu", replicas=replicas, metric="epoch_s", unit="s",
+        higher_is_better=False, epoch_s=1.0,
+        samples_per_s=1000.0 * replicas * 0.9 ** (replicas - 1),
+        batch_size=256 * replicas,
+    )
+    benchmark.pedantic(sum, args=(range(100),), rounds=3)
+"""
+
+
+@pytest.mark.parametrize("suffix", [".md", ".json"])
+def test_scaling_table_goes_into_the_report(pytester: pytest.Pytester, suffix):
+    pytester.makepyfile(SCALED)
+    result = pytester.runpytest(f"--report=out{suffix}")
+    result.assert_outcomes(passed=2)
+    text = (pytester.path / f"out{suffix}").read_text()
+    if suffix == ".md":
+        assert "## Scaling" in text
+        assert "90%" in text  # 2 replicas at 0.9 x linear throughput
+    else:
+        rows = json.loads(text)["scaling"]
+        assert [row["scale"] for row in rows] == [1, 2]
