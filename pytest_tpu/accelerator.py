@@ -55,10 +55,18 @@ class Accelerator:
             yield
 
     def sync(self) -> None:
-        """Block until every op already dispatched to any device has finished."""
+        """Block until every op already dispatched to any device of this process has finished."""
         import tensorflow as tf
 
-        tf.test.experimental.sync_devices()
+        try:
+            tf.test.experimental.sync_devices()
+        except tf.errors.OpError:
+            # In a multi-worker cluster TensorFlow lists the other workers' devices too, and
+            # sync_devices() sends them an op that this process's eager context cannot run
+            # ("Haven't set up remote eager worker"). Their work is theirs to wait for; the
+            # collectives tie the workers' steps together, and the workloads fetch a scalar
+            # each round, which waits for them. Here, wait for this process's own devices.
+            sync_local(self.devices)
 
     def memory(self) -> dict[str, int] | None:
         """Bytes in use and peak (``current``, ``peak``) on the first replica.
@@ -97,3 +105,15 @@ class Accelerator:
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.device.describe()}"
+
+
+def sync_local(devices: tuple[str, ...]) -> None:
+    """What ``sync_devices()`` does, for ``devices`` only: a SyncDevice op on each, then wait
+    for the eager queue (which holds the ops under asynchronous execution)."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    for name in devices:
+        with tf.device(name):
+            tf.raw_ops.SyncDevice()
+    context.async_wait()

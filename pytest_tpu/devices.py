@@ -6,8 +6,10 @@ load. Every failure becomes a reason string ("no TPU: ..."), never an exception.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,9 +102,30 @@ def _split_cpu(tf: Any, virtual_cpus: int | None) -> None:
 
 
 def _find_cpu(tf: Any, inventory: Inventory) -> None:
-    names = tuple(device.name for device in tf.config.list_logical_devices("CPU"))
+    names = local_devices(device.name for device in tf.config.list_logical_devices("CPU"))
     details = {"cores": str(cpu_cores())}
     inventory.devices["cpu"] = Device("cpu", cpu_model(), names or ("/device:CPU:0",), details)
+
+
+def local_devices(names: Iterable[str], tf_config: str | None = None) -> tuple[str, ...]:
+    """The devices of this process: in a ``TF_CONFIG`` cluster TensorFlow also lists every
+    other task's devices, which are not this worker's replicas (its strategy has its own)."""
+    raw = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
+    task = _task_of(raw)
+    if task is None:
+        return tuple(names)
+    prefix = f"/job:{task[0]}/replica:0/task:{task[1]}/"
+    return tuple(name for name in names if "/job:" not in name or name.startswith(prefix))
+
+
+def _task_of(tf_config: str) -> tuple[str, int] | None:
+    """``(type, index)`` of this task in ``TF_CONFIG``; None without a usable one (the cluster
+    plugin reports a malformed TF_CONFIG, discovery keeps every device)."""
+    try:
+        task = json.loads(tf_config).get("task", {}) if tf_config.strip() else {}
+        return str(task["type"]), int(task.get("index", 0))
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return None
 
 
 def _find_gpus(tf: Any, inventory: Inventory) -> None:

@@ -53,7 +53,7 @@ class MatmulChain:
         self.n, self.dtype, self.steps, self.jit_compile = n, dtype, steps, jit_compile
         self.strategy = strategy or tf.distribute.get_strategy()
         with self.strategy.scope():
-            self._start, self._factor = _operands(tf, n, dtype, seed)
+            self._start, self._factor = _operands(tf, n, _stored_dtype(dtype, self.strategy), seed)
         self._call = self._build(tf)
 
     @property
@@ -72,10 +72,15 @@ class MatmulChain:
     def _build(self, tf: Any) -> Any:
         start, factor, steps, strategy = self._start, self._factor, self.steps, self.strategy
 
+        dtype = self.dtype
+
         def chain_body() -> Any:
-            x = start.read_value()
+            # Identity casts unless the operands are stored wider (see _stored_dtype).
+            x, b = tf.cast(start.read_value(), dtype), tf.cast(factor.read_value(), dtype)
             for _ in tf.range(steps):  # a loop in the graph, like the original's tpu.repeat
-                x = tf.matmul(x, factor)
+                x = tf.matmul(x, b)
+            # Reduced in float32 on every replica, so the cross-replica sum below never needs
+            # a bfloat16 collective (CPU collectives have no bfloat16 kernels).
             return tf.reduce_sum(tf.cast(x, tf.float32))
 
         # Only the per-replica chain is compiled with XLA: it is where the work is, and a
@@ -87,6 +92,16 @@ class MatmulChain:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, partial, axis=None)
 
         return tf.function(on_all_replicas)
+
+
+def _stored_dtype(dtype: str, strategy: Any) -> str:
+    """The operands' storage dtype: ``dtype``, except float32 for bfloat16 in a multi-worker
+    cluster. There a variable's initial value is broadcast from the chief by a collective, and
+    CPU collectives reject bfloat16 (InvalidArgumentError); the chain casts the operands back
+    once per call (N² work beside the chain's 2·N³·steps)."""
+    from pytest_tpu.workloads.training import is_multi_worker
+
+    return "float32" if dtype == "bfloat16" and is_multi_worker(strategy) else dtype
 
 
 def _operands(tf: Any, n: int, dtype: str, seed: int) -> tuple[Any, Any]:

@@ -51,6 +51,15 @@ def full_steps(data: Arrays, batch: int) -> int:
     return steps
 
 
+def is_multi_worker(strategy: Any) -> bool:
+    """Whether ``strategy`` spans several processes (a MultiWorkerMirroredStrategy cluster)."""
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and bool(
+        strategy.extended._in_multi_worker_mode()  # what Keras' own trainer checks
+    )
+
+
 def batched_dataset(data: Arrays, batch: int, *, repeat: bool = False) -> Any:
     """A tf.data pipeline of whole batches, batched once up front so an epoch costs no
     per-sample pipeline work (the step is what is measured, not tf.data)."""
@@ -63,7 +72,27 @@ def batched_dataset(data: Arrays, batch: int, *, repeat: bool = False) -> Any:
     dataset = tf.data.Dataset.from_tensor_slices((x, y))
     if repeat:
         dataset = dataset.repeat()
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    # In-memory data has no files to shard: say so, instead of letting a multi-worker strategy
+    # try FILE sharding and fall back to DATA with a warning in every worker.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def logs_as_vectors(train_step: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``train_step`` with every log as a vector of one value.
+
+    Under a multi-worker strategy Keras 3 averages each replica's logs over the cluster with
+    ``strategy.reduce("MEAN", value, axis=0)``, whatever ``distribute_reduction_method`` says,
+    and that fails on the scalar logs of a compiled model ("Invalid reduction dimension 0 for
+    input with 0 dimensions"). A vector of one reduces to the cluster's mean, as intended.
+    """
+    import tensorflow as tf
+
+    def step(data: Any) -> Any:
+        return tf.nest.map_structure(lambda log: tf.reshape(log, [1]), train_step(data))
+
+    return step
 
 
 class TrainingRounds:
@@ -93,23 +122,54 @@ class TrainingRounds:
         self._iterator: Any = None
 
     def first_call(self) -> float:
-        """Build, trace and compile through ``fit`` over ``first_steps`` steps."""
+        """Build, trace and compile over ``first_steps`` steps (through ``fit`` where it can)."""
         started = clock()
-        history = self.model.fit(
-            self.dataset, epochs=1, steps_per_epoch=self.first_steps, verbose=0, shuffle=False
-        )
-        self._iterator = iter(self.strategy.experimental_distribute_dataset(self.dataset))
+        if is_multi_worker(self.strategy):
+            loss = self._first_call_multi_worker()
+        else:
+            history = self.model.fit(
+                self.dataset, epochs=1, steps_per_epoch=self.first_steps, verbose=0, shuffle=False
+            )
+            self._iterator = self._distributed_iterator()
+            loss = float(history.history["loss"][-1])
         self._report("first call (trace and compile)", self.first_steps, clock() - started)
-        return float(history.history["loss"][-1])
+        return loss
+
+    def _first_call_multi_worker(self) -> float:
+        """The first call without ``fit``, which fails under a multi-worker strategy in Keras 3.
+
+        ``fit`` first peeks one distributed batch and averages it over the replicas with
+        ``strategy.reduce`` only to learn its shapes; the collective strategy's reduce takes a
+        single tensor, not an ``(x, y)`` pair ("Attempt to convert a value (PerReplica...)",
+        keras-team/keras#20585). So this builds the model, its metrics and the optimizer the
+        way ``fit`` does after that peek, from the dataset's element spec (shapes only), and
+        runs the first steps through Keras' own train function, as every later round does.
+        """
+        with self.strategy.scope():
+            self.model._symbolic_build(data_batch=self.dataset.element_spec)
+        self.model.train_step = logs_as_vectors(self.model.train_step)
+        self.model.make_train_function()
+        self._iterator = self._distributed_iterator()
+        return self._steps(self.first_steps)
+
+    def _distributed_iterator(self) -> Any:
+        return iter(self.strategy.experimental_distribute_dataset(self.dataset))
+
+    def _steps(self, steps: int) -> float:
+        """Run ``steps`` train steps on the long-lived iterator; the loss after the last one
+        (the float fetch waits for every step it depends on)."""
+        import numpy as np
+
+        train = self.model.train_function
+        for _ in range(steps):
+            logs = train(self._iterator)
+        return float(np.reshape(logs["loss"], -1)[0])  # a scalar, or a vector of one
 
     def __call__(self) -> float:
         if self._iterator is None:
             return self.first_call()
         started = clock()
-        train = self.model.train_function
-        for _ in range(self.steps_per_round):
-            logs = train(self._iterator)
-        loss = float(logs["loss"])
+        loss = self._steps(self.steps_per_round)
         self._rounds += 1
         self._report(f"round {self._rounds}", self.steps_per_round, clock() - started)
         return loss
