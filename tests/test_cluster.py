@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -12,6 +11,7 @@ import sys
 import time
 
 import pytest
+from processes import alive, announced_pids
 
 from pytest_tpu import cluster, workers
 
@@ -45,24 +45,6 @@ def pytest_terminal_summary(terminalreporter, config):
             f"in_sync={info.get('in_sync')} mwms={info.get('mwms')} rounds={len(r.samples)}"
         )
 """
-
-
-def _pids(lines: list[str]) -> list[int]:
-    pids = []
-    for line in lines:
-        match = re.search(r"worker\(s\) on .* \(pids ([\d, ]+)\)", line)
-        if match:
-            pids += [int(pid) for pid in match.group(1).split(",")]
-    return pids
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie counts as gone: it holds no resources but its exit status)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def test_worker_args_drop_controller_only_options():
@@ -131,9 +113,9 @@ def test_two_workers_end_to_end(pytester: pytest.Pytester):
             "RESULT test_mw.py::test_allreduce*cpu* passed workers=2 in_sync=2 mwms=True rounds=4",
         ]
     )
-    pids = _pids(result.outlines)
+    pids = announced_pids(result.outlines)
     assert len(pids) == 3
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if alive(pid)]
 
 
 CRASH_TEST = """
@@ -157,9 +139,9 @@ def test_crashed_worker_ends_the_others(pytester: pytest.Pytester):
         ]
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    pids = _pids(result.outlines)
+    pids = announced_pids(result.outlines)
     assert len(pids) == 2
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if alive(pid)]
 
 
 SLEEP_TEST = """
@@ -190,7 +172,7 @@ def test_interrupted_controller_ends_its_workers(pytester: pytest.Pytester, sign
         assert controller.stdout is not None
         for raw in controller.stdout:
             lines.append(raw.decode(errors="replace"))
-            if _pids(lines[-1:]):
+            if announced_pids(lines[-1:]):
                 break
         # Interrupt once both workers are inside the test, as a user's Ctrl-C would.
         started = [pytester.path / f"started-{index}" for index in range(2)]
@@ -207,9 +189,9 @@ def test_interrupted_controller_ends_its_workers(pytester: pytest.Pytester, sign
             controller.wait()
     output = "".join(lines) + rest.decode(errors="replace")
     assert controller.returncode == pytest.ExitCode.INTERRUPTED, output
-    pids = _pids(lines)
+    pids = announced_pids(lines)
     assert len(pids) == 2
-    assert not [pid for pid in pids if _alive(pid)], output
+    assert not [pid for pid in pids if alive(pid)], output
 
 
 JOIN_TEST = """

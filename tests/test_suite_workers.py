@@ -7,9 +7,8 @@ cluster size, the scaling table is printed and no worker outlives the session.
 
 from __future__ import annotations
 
-import re
-
 import pytest
+from processes import alive, announced_pids
 
 from pytest_tpu.devices import local_devices
 
@@ -53,25 +52,6 @@ def pytest_terminal_summary(terminalreporter, config):
 """
 
 
-def _pids(lines: list[str]) -> list[int]:
-    """The worker pids the controller announced ("... worker(s) on ... (pids 12, 13)")."""
-    pids = []
-    for line in lines:
-        match = re.search(r"worker\(s\) on .* \(pids ([\d, ]+)\)", line)
-        if match:
-            pids += [int(pid) for pid in match.group(1).split(",")]
-    return pids
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie counts as gone: it holds no resources but its exit status)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 def test_suite_workloads_run_on_two_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_suite=SUITE_TEST)
     pytester.makeconftest(PRINT_RESULTS)
@@ -89,9 +69,9 @@ def test_suite_workloads_run_on_two_workers(pytester: pytest.Pytester) -> None:
         result.stdout.fnmatch_lines(
             [f"RESULT test_suite.py::{name}*cpu* passed workers=2 replicas=2 devices=1 rounds=2"]
         )
-    pids = _pids(result.outlines)
+    pids = announced_pids(result.outlines)
     assert len(pids) == 3  # 2 workers, then 1 for the table
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if alive(pid)]
 
 
 def test_a_worker_keeps_only_its_own_devices() -> None:
