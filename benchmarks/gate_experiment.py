@@ -4,7 +4,9 @@ Saves one baseline of ``benchmarks/gate_workload.py``, then runs comparison sess
 unchanged, 5 % larger and 10 % larger (``GATE_EXPERIMENT_EXTRA``), the three arms interleaved so
 drift in the machine's speed hits them alike. Every session gates twice on the same rounds:
 pytest-tpu (``--compare --fail-on-regression``) and pytest-benchmark
-(``--benchmark-compare-fail=median:PCT%``). Prints how often each failed per arm.
+(``--benchmark-compare-fail=median:PCT%``). Prints how often each failed per arm. pytest-tpu
+decides on per-round ratios to a calibration kernel timed before every round; pytest-benchmark
+on the raw rounds' medians.
 
     python benchmarks/gate_experiment.py --repeats 20 --threshold 5
 """
@@ -79,6 +81,7 @@ def compare_once(base: list[str], extra: float, threshold: float, raw: Path) -> 
         "theirs_failed": "Performance has regressed" in out,
         "change": float(change.group(1)) if change else None,
         "machine": float(machine.group(1)) if machine else None,
+        "calibrated": "no per-round calibration" not in out,
         "raw": str(raw),
         "exit": code,
     }

@@ -4,8 +4,11 @@ A baseline is ``<baseline-dir>/<name>.json``. Its top level is what ``pytest --b
 writes (``machine_info``, ``commit_info``, ``benchmarks`` with ``stats.data``, ``datetime``,
 ``version``), so ``pytest-benchmark compare`` reads it; pytest-tpu adds a ``pytest_tpu`` section
 (schema version, session environment, benchmarks left out) and, per benchmark, its environment key
-and calibration samples. Files are data: parsed as JSON only, never unpickled or evaluated, and
-validated with limits before anything trusts them.
+and calibration samples. Schema 2 times the calibration kernel before every round
+(``interleaved``, aligned 1:1 with ``stats.data``); schema-1 files still load, their before/after
+calibration marked as not interleaved, so they are compared on raw samples. Files are data:
+parsed as JSON only, never unpickled or evaluated, and validated with limits before anything
+trusts them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,9 +32,11 @@ from pytest_tpu.compare import Side
 from pytest_tpu.options import parse_baseline_name
 from pytest_tpu.results import BenchResult
 
-SCHEMA = 1
+SCHEMA = 2
 SECTION = "pytest_tpu"
 CALIBRATION_KEY = "pytest_tpu_calibration"  # extra_info key the gate fills per benchmark
+INTERLEAVED_KEY = "pytest_tpu_calibration_interleaved"  # True: one kernel timing per round
+_OUR_EXTRA = (CALIBRATION_KEY, INTERLEAVED_KEY)
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_BENCHMARKS = 10_000
 MAX_SAMPLES = 1_000_000
@@ -163,17 +168,24 @@ def benchmark_environment(extra_info: Mapping[str, Any]) -> dict[str, Any]:
 
 def side_of(result: BenchResult, environment: Mapping[str, Any]) -> Side:
     """A current result as one side of a comparison."""
-    calibration = result.extra_info.get(CALIBRATION_KEY) or ()
+    calibration = tuple(float(x) for x in result.extra_info.get(CALIBRATION_KEY) or ())
     return Side(
         nodeid=result.nodeid,
         samples=result.samples,
-        calibration=tuple(float(x) for x in calibration),
+        calibration=calibration,
+        interleaved=_interleaved(result, calibration),
         metric=result.metric,
         unit=result.unit,
         higher_is_better=result.higher_is_better,
         value=result.headline,
         environment={**environment, **benchmark_environment(result.extra_info)},
     )
+
+
+def _interleaved(result: BenchResult, calibration: Sequence[float]) -> bool:
+    """Per-round calibration that lines up with the rounds (anything else is not paired)."""
+    flagged = result.extra_info.get(INTERLEAVED_KEY) is True
+    return flagged and len(calibration) == len(result.samples)
 
 
 # --------------------------------------------------------------------------- save
@@ -192,7 +204,8 @@ def _stats(samples: Sequence[float]) -> dict[str, Any]:
 
 
 def _benchmark_entry(result: BenchResult, environment: Mapping[str, Any]) -> dict[str, Any]:
-    extra = {k: v for k, v in result.extra_info.items() if k != CALIBRATION_KEY}
+    extra = {k: v for k, v in result.extra_info.items() if k not in _OUR_EXTRA}
+    calibration = [float(x) for x in result.extra_info.get(CALIBRATION_KEY) or ()]
     return {
         "group": result.group,
         "name": result.name,
@@ -204,7 +217,8 @@ def _benchmark_entry(result: BenchResult, environment: Mapping[str, Any]) -> dic
         "stats": _stats(result.samples),
         SECTION: {
             "environment": benchmark_environment(result.extra_info),
-            "calibration": list(result.extra_info.get(CALIBRATION_KEY) or ()),
+            "calibration": calibration,
+            "interleaved": _interleaved(result, calibration),
         },
     }
 
@@ -342,7 +356,7 @@ def _section(document: Any) -> dict[str, Any]:
     return section
 
 
-def _check_schema(section: Mapping[str, Any]) -> None:
+def _check_schema(section: Mapping[str, Any]) -> int:
     schema = section.get("schema")
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
         raise BaselineError(f"unknown schema version {schema!r}")
@@ -350,11 +364,12 @@ def _check_schema(section: Mapping[str, Any]) -> None:
         raise BaselineError(
             f"written by a newer pytest-tpu (schema {schema}); this version reads schema {SCHEMA}"
         )
+    return schema
 
 
 def _baseline_from(path: Path, document: Any) -> Baseline:
     section = _section(document)
-    _check_schema(section)
+    schema = _check_schema(section)
     if _depth(document) > MAX_DEPTH:
         raise BaselineError(f"structure nested deeper than {MAX_DEPTH} levels")
     environment = section.get("environment", {})
@@ -367,7 +382,7 @@ def _baseline_from(path: Path, document: Any) -> Baseline:
         raise BaselineError(f"{len(entries)} benchmarks, more than the limit of {MAX_BENCHMARKS}")
     sides: dict[str, Side] = {}
     for index, entry in enumerate(entries):
-        side = _side_from(entry, index, environment)
+        side = _side_from(entry, index, environment, schema)
         if side.nodeid in sides:
             raise BaselineError(f"benchmark {side.nodeid!r} appears twice")
         sides[side.nodeid] = side
@@ -386,7 +401,7 @@ def _numbers(value: Any, where: str) -> tuple[float, ...]:
     return tuple(float(x) for x in numbers)
 
 
-def _side_from(entry: Any, index: int, environment: Mapping[str, Any]) -> Side:
+def _side_from(entry: Any, index: int, environment: Mapping[str, Any], schema: int) -> Side:
     where = f"benchmark #{index + 1}"
     if not isinstance(entry, dict):
         raise BaselineError(f"{where} is not an object")
@@ -401,10 +416,28 @@ def _side_from(entry: Any, index: int, environment: Mapping[str, Any]) -> Side:
     if not samples:
         raise BaselineError(f"{where} has no samples")
     calibration = _numbers(ours.get("calibration", []), f"{where}: calibration")
+    interleaved = _interleaved_entry(ours, schema, len(samples), len(calibration), where)
     bench_env = ours.get("environment", {})
     if not isinstance(bench_env, dict):
         raise BaselineError(f"{where}: environment is not an object")
-    return _side(nodeid, samples, calibration, extra, {**environment, **bench_env})
+    side = _side(nodeid, samples, calibration, extra, {**environment, **bench_env})
+    return replace(side, interleaved=interleaved)
+
+
+def _interleaved_entry(
+    ours: Mapping[str, Any], schema: int, rounds: int, calibrations: int, where: str
+) -> bool:
+    """Whether a stored benchmark's calibration is per round (schema 1 never was)."""
+    if schema < 2:
+        return False
+    flag = ours.get("interleaved", False)
+    if not isinstance(flag, bool):
+        raise BaselineError(f"{where}: 'interleaved' is not true or false")
+    if flag and calibrations != rounds:
+        raise BaselineError(
+            f"{where}: {calibrations} per-round calibration samples for {rounds} rounds"
+        )
+    return flag
 
 
 def _side(

@@ -1,16 +1,16 @@
 """Baselines and the regression gate as a pytest plugin object (registered only when used).
 
 At session start the baseline directory must be writable (``--save-baseline``) and the compared
-baseline must exist and load (``--compare``): usage errors before any benchmark runs. Around each
-benchmark the gate measures a fixed calibration kernel with the benchmark's own timer, so a machine
-that is slower today as a whole is not mistaken for a regression. At session end the controller
+baseline must exist and load (``--compare``): usage errors before any benchmark runs. Before each
+round of a benchmark the gate times a fixed calibration kernel with the benchmark's own timer
+(``pytest_tpu.calibration``), and decides on the per-round ratios, so a machine that is slower
+today as a whole is not mistaken for a regression. At session end the controller
 (never an xdist worker) saves, compares and decides the exit status; the terminal summary only
 prints what was decided.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Generator
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_tpu import baseline as store
+from pytest_tpu import calibration
 from pytest_tpu.compare import Row, compare_runs, comparison_key, regressions
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
 from pytest_tpu.results import REPORT_ATTR, BenchResult, results_key
@@ -25,7 +26,6 @@ from pytest_tpu.stats import compare_samples, detectable_slowdown, relative_spre
 
 NOISE_ATTR = "pytest_tpu_noise"
 NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run included
-CALIBRATION_ROUNDS = 8  # before and again after each benchmark
 _SAVE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
 noise_key = pytest.StashKey[list[dict[str, Any]]]()
 
@@ -43,33 +43,6 @@ def _timer(config: pytest.Config) -> Callable[[], float]:
     except ValueError:
         return time.perf_counter
     return getattr(option, "target", time.perf_counter)
-
-
-def _kernel() -> Callable[[], object]:
-    """A fixed small workload of the same kind as the benchmarks: TensorFlow when loaded."""
-    if "tensorflow" in sys.modules:
-        return _tf_kernel()
-    import numpy as np
-
-    matrix = np.random.default_rng(0).standard_normal((160, 160))
-    return lambda: [np.dot(matrix, matrix) for _ in range(10)]
-
-
-def _tf_kernel() -> Callable[[], object]:
-    import tensorflow as tf
-
-    size = 192
-    x = tf.random.stateless_normal((size, size), seed=(1, 2))
-    w = tf.random.stateless_normal((size, size), seed=(3, 4)) / size**0.5
-
-    def steps() -> Any:
-        y = x
-        for _ in range(8):  # unrolled: a fixed graph, each step consuming the previous one
-            y = tf.tanh(tf.matmul(y, w))
-        return tf.reduce_sum(y)
-
-    run = tf.function(steps)
-    return lambda: run().numpy()
 
 
 def _noise_results(reports: list[pytest.TestReport]) -> list[dict[str, Any]]:
@@ -91,7 +64,7 @@ class GatePlugin:
         self.ready = False
         self.lines: list[str] = []
         self.noise: dict[str, list[BenchResult]] = {}
-        self._calibrate: Callable[[], object] | None = None
+        self.kernels = calibration.Kernels()
 
     # ------------------------------------------------------------------ session start
 
@@ -142,29 +115,19 @@ class GatePlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """Measure the calibration kernel just before and just after the benchmark."""
-        if "benchmark" not in getattr(item, "fixturenames", ()):
+        """Time the calibration kernel beside the benchmark's rounds, on the benchmark's device."""
+        funcargs = getattr(item, "funcargs", {})
+        fixture = funcargs.get("benchmark")
+        if fixture is None or not callable(getattr(fixture, "pedantic", None)):
             return (yield)
-        before = self._calibration()
+        devices = getattr(funcargs.get("accelerator"), "devices", ())
+        device = devices[0] if devices else None
+        timer = getattr(fixture, "_timer", None) or _timer(self.config)
+        record = calibration.instrument(fixture, lambda: self.kernels.get(device), timer)
         try:
             return (yield)
         finally:
-            fixture = getattr(item, "funcargs", {}).get("benchmark")
-            if fixture is not None:
-                fixture.extra_info[store.CALIBRATION_KEY] = before + self._calibration()
-
-    def _calibration(self) -> list[float]:
-        if self._calibrate is None:
-            self._calibrate = _kernel()
-            for _ in range(3):  # trace, compile and warm caches outside the measured rounds
-                self._calibrate()
-        timer, kernel = _timer(self.config), self._calibrate
-        samples = []
-        for _ in range(CALIBRATION_ROUNDS):
-            start = timer()
-            kernel()
-            samples.append(timer() - start)
-        return samples
+            _store_calibration(fixture, record)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -237,15 +200,23 @@ class GatePlugin:
         )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(str(self.baseline.path), rows)
-        if self.settings.fail_on_regression is None:
-            return
         failing = regressions(rows)
-        self.lines += gate_lines(failing, self.settings.fail_on_regression, self.settings.compare)
-        if failing and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = REGRESSION_EXIT_CODE
+        if self.settings.fail_on_regression is not None:
+            name = self.settings.compare
+            self.lines += gate_lines(failing, self.settings.fail_on_regression, name)
+            if failing and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = REGRESSION_EXIT_CODE
+        # After the verdict, so the profiler's re-run never touches this session's timings.
+        from pytest_tpu.profiling import profile_regressions
+
+        profile_regressions(self.config, [row.nodeid for row in failing])
 
     def _report_noise(self, passed: list[BenchResult]) -> None:
-        self.lines.append("noise: run-to-run spread of each benchmark on this machine")
+        self.lines.append(
+            "noise: run-to-run spread of each benchmark within this session "
+            "(between sessions the machine's speed drifts more; per-round calibration cancels "
+            "most of that drift)"
+        )
         for result in passed:
             runs = [*self.noise.get(result.nodeid, []), result]
             self.lines.append(_noise_line(result.nodeid, runs))
@@ -263,16 +234,35 @@ class GatePlugin:
             terminalreporter.write_line(f"pytest-tpu: could not print the gate summary: {exc}")
 
 
+def _store_calibration(fixture: Any, record: calibration.Recording) -> None:
+    """Put the kernel timings in extra_info, per round only when they align with the rounds."""
+    if not record.samples:
+        return
+    stats = getattr(getattr(fixture, "stats", None), "stats", None)
+    rounds = len(getattr(stats, "data", ()))
+    samples = record.aligned(rounds) if record.interleaved else record.samples
+    fixture.extra_info[store.CALIBRATION_KEY] = samples
+    fixture.extra_info[store.INTERLEAVED_KEY] = record.interleaved and len(samples) == rounds
+
+
 def _noise_line(nodeid: str, runs: list[BenchResult]) -> str:
     usable = [run for run in runs if len(run.samples) >= 2]
     if len(usable) < 2:
         return f"  {nodeid}: fewer than two runs with samples; no estimate"
-    calibrations = [run.extra_info.get(store.CALIBRATION_KEY) or () for run in usable]
-    spread = relative_spread(run_locations([run.samples for run in usable], calibrations))
-    pair = compare_samples(usable[0].samples, usable[1].samples, calibrations[0], calibrations[1])
+    samples = [run.samples for run in usable]
+    calibrations = [tuple(run.extra_info.get(store.CALIBRATION_KEY) or ()) for run in usable]
+    paired = all(store.side_of(run, {}).interleaved for run in usable)
+    raw = relative_spread(run_locations(samples))
+    spread = relative_spread(run_locations(samples, calibrations, paired=paired)) if paired else raw
+    pair = compare_samples(samples[0], samples[1], *calibrations[:2], paired=paired)
     smallest = detectable_slowdown(spread, pair.width)
+    measured = (
+        f"raw spread {raw:.1%}, calibrated spread {spread:.2%}"
+        if paired
+        else (f"run-to-run spread {raw:.1%} (not calibrated per round)")
+    )
     return (
-        f"  {nodeid}: {len(usable)} runs, run-to-run spread {spread:.1%}; "
+        f"  {nodeid}: {len(usable)} runs, {measured}; "
         f"smallest slowdown the gate catches reliably here: {smallest:.1%}"
     )
 
@@ -288,6 +278,7 @@ def _row_line(row: Row) -> str:
         return f"  {row.nodeid}: {row.status}{why}"
     sure = f", {row.confidence:.1%} sure slower" if row.verdict == "slower" else ""
     machine = f", machine {_pct(row.machine)} vs baseline" if row.machine is not None else ""
+    machine += "" if row.calibrated else ", raw samples: no per-round calibration"
     forced = " [forced]" if row.forced else ""
     return (
         f"  {row.nodeid}: {row.verdict} {row.metric} {_pct(row.change)} "

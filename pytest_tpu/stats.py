@@ -3,10 +3,14 @@
 Every benchmark round on a shared machine is its true cost plus interference (other processes,
 cache and frequency effects), and interference only ever adds time. So a run's location is the
 mean of its fastest rounds (``lower_mean``), not the median or the mean, and the change between
-two runs is the ratio of those locations, with a bootstrap interval from the raw samples. When
-both runs also measured a fixed calibration kernel, its own ratio tells how much faster or slower
-the machine is as a whole; dividing by it is optional (``calibrate``) because on the development
-machines a short kernel tracked the benchmarks' drift too poorly to help.
+two runs is the ratio of those locations, with a bootstrap interval from the raw samples.
+
+The machine's speed also drifts (about 2 % between sessions here, on a timescale of seconds), so
+when both runs timed a fixed calibration kernel right before every round (``paired``), the
+decision is made on the per-round ratios ``bench_i / ref_i`` instead: drift slows both halves of a
+pair alike and cancels. Interference can hit either half, so the ratios' tails are on both sides
+and their location is the mean of the middle half (``midmean``), robust yet less noisy than the
+median. The kernel's own change is always reported as the machine's drift.
 
 numpy is imported inside the functions that need it, so importing this module stays cheap.
 """
@@ -80,7 +84,39 @@ def _resamples_for(*runs: Sequence[float]) -> int:
     return max(200, min(RESAMPLES, _MAX_BOOTSTRAP_CELLS // max(1, largest)))
 
 
-def _log_ratio(current: Sequence[float], base: Sequence[float]) -> float:
+def round_ratios(samples: Sequence[float], calibration: Sequence[float]) -> list[float]:
+    """Per-round ``bench_i / ref_i`` for the rounds where both are valid durations."""
+    return [
+        bench / ref
+        for bench, ref in zip(samples, calibration, strict=False)
+        if clean([bench]) and clean([ref])
+    ]
+
+
+def midmean(values: Sequence[float]) -> float:
+    """Mean of the middle half of ``values`` (a quarter trimmed from each end)."""
+    ordered = sorted(clean(values))
+    if not ordered:
+        raise ValueError("no valid samples")
+    cut = len(ordered) // 4
+    middle = ordered[cut : len(ordered) - cut]
+    return math.fsum(middle) / len(middle)
+
+
+def _boot_log_midmeans(rng: Any, values: Sequence[float], resamples: int) -> Any:
+    """Log of ``midmean`` over ``resamples`` bootstrap resamples of ``values``."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    cut = len(data) // 4
+    draws = np.sort(data[rng.integers(0, len(data), size=(resamples, len(data)))], axis=1)
+    return np.log(draws[:, cut : len(data) - cut].mean(axis=1))
+
+
+def _machine(base: Sequence[float], current: Sequence[float]) -> float | None:
+    """The calibration kernel's own log change, when both sides timed it at least twice."""
+    if len(clean(base)) < 2 or len(clean(current)) < 2:
+        return None
     return math.log(lower_mean(current) / lower_mean(base))
 
 
@@ -90,36 +126,53 @@ def compare_samples(
     base_calibration: Sequence[float] = (),
     current_calibration: Sequence[float] = (),
     *,
-    calibrate: bool = False,
+    paired: bool = False,
     confidence: float = CONFIDENCE,
     seed: int = 0,
 ) -> Change:
     """The change of ``current`` round times relative to ``base``, with its interval.
 
-    Calibration samples (when both sides have at least two) give the machine's own change; with
-    ``calibrate`` the result is divided by it. The bootstrap is seeded, so the same samples always
-    give the same verdict.
+    With ``paired`` (each side's calibration timed right before each of its rounds, aligned 1:1
+    with the samples) the change is that of the per-round ratios' midmean (``calibrated``);
+    otherwise that of the raw samples' ``lower_mean``. The bootstrap is seeded, so the same
+    samples always give the same verdict.
     """
-    import numpy as np
-
+    machine = _machine(base_calibration, current_calibration)
+    if paired:
+        base_ratios = round_ratios(base, base_calibration)
+        current_ratios = round_ratios(current, current_calibration)
+        if len(base_ratios) >= 2 and len(current_ratios) >= 2:
+            return _bootstrap(base_ratios, current_ratios, True, machine, confidence, seed)
     base, current = clean(base), clean(current)
     if len(base) < 2 or len(current) < 2:
         return _unknown(base, current)
-    measured = len(clean(base_calibration)) >= 2 and len(clean(current_calibration)) >= 2
-    calibrated = calibrate and measured
-    runs = [base, current]
-    if measured:
-        runs += [clean(base_calibration), clean(current_calibration)]
+    return _bootstrap(base, current, False, machine, confidence, seed)
+
+
+def _bootstrap(
+    base: list[float],
+    current: list[float],
+    calibrated: bool,
+    machine: float | None,
+    confidence: float,
+    seed: int,
+) -> Change:
+    """Point change and bootstrap interval: of ratio midmeans, or of raw ``lower_mean``s."""
+    import numpy as np
+
+    location, boot = (
+        (midmean, _boot_log_midmeans)
+        if calibrated
+        else (
+            lower_mean,
+            _boot_log_locations,
+        )
+    )
     rng = np.random.default_rng(seed)
-    resamples = _resamples_for(*runs)
-    boot = [_boot_log_locations(rng, run, resamples) for run in runs]
-    log_change = boot[1] - boot[0]
-    point = _log_ratio(current, base)
-    machine = _log_ratio(runs[3], runs[2]) if measured else None
-    if calibrated and machine is not None:
-        log_change = log_change - (boot[3] - boot[2])
-        point -= machine
-    return _change_from(point, log_change, confidence, calibrated, machine)
+    resamples = _resamples_for(base, current)
+    replicates = boot(rng, current, resamples) - boot(rng, base, resamples)
+    point = math.log(location(current) / location(base))
+    return _change_from(point, replicates, confidence, calibrated, machine)
 
 
 def _change_from(
@@ -158,15 +211,17 @@ def relative_spread(values: Sequence[float]) -> float:
 
 
 def run_locations(
-    runs: Sequence[Sequence[float]], calibrations: Sequence[Sequence[float]] = ()
+    runs: Sequence[Sequence[float]],
+    calibrations: Sequence[Sequence[float]] = (),
+    *,
+    paired: bool = False,
 ) -> list[float]:
-    """Each run's location, divided by its calibration kernel's when every run has one."""
-    locations = [lower_mean(run) for run in runs]
-    if len(calibrations) == len(runs) and all(len(clean(c)) >= 2 for c in calibrations):
-        locations = [
-            loc / lower_mean(cal) for loc, cal in zip(locations, calibrations, strict=True)
+    """Each run's location as the gate sees it: its ratio midmean when ``paired``, else raw."""
+    if paired and len(calibrations) == len(runs):
+        return [
+            midmean(round_ratios(run, cal)) for run, cal in zip(runs, calibrations, strict=True)
         ]
-    return locations
+    return [lower_mean(run) for run in runs]
 
 
 def detectable_slowdown(run_spread: float, within_width: float = 0.0) -> float:

@@ -39,6 +39,7 @@ def test_round_trip(tmp_path):
     side = loaded.sides["test_x.py::test_a[cpu]"]
     assert side.samples == (0.01, 0.011, 0.012)
     assert side.calibration == (0.001, 0.0011)
+    assert not side.interleaved  # two timings for three rounds: before/after, not per round
     assert side.environment["dtype"] == "float32" and side.environment["commit"] == "abc"
     assert loaded.left_out == ["test_x.py::test_b"]
     assert store.list_names(tmp_path) == ["main"]
@@ -65,6 +66,50 @@ def test_pytest_benchmark_compare_reads_it(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "test_a[cpu]" in done.stdout
+
+
+def interleaved_result(samples=(0.01, 0.011, 0.012), calibration=(0.008, 0.0081, 0.0079)):
+    info = {"accelerator": "cpu", "metric": "time"}
+    info[store.CALIBRATION_KEY] = list(calibration)
+    info[store.INTERLEAVED_KEY] = True
+    return BenchResult("test_x.py::test_a[cpu]", "test_a[cpu]", None, {}, info, tuple(samples))
+
+
+def test_per_round_calibration_round_trips(tmp_path):
+    path = store.save(tmp_path, "main", [interleaved_result()], ENV)
+    bench = json.loads(path.read_text())["benchmarks"][0]
+    assert bench["pytest_tpu"]["interleaved"] is True
+    assert store.INTERLEAVED_KEY not in bench["extra_info"]
+    side = store.load(path).sides["test_x.py::test_a[cpu]"]
+    assert side.interleaved and side.calibration == (0.008, 0.0081, 0.0079)
+
+
+def test_misaligned_calibration_is_not_called_per_round(tmp_path):
+    side = store.side_of(interleaved_result(calibration=(0.008, 0.008)), ENV)
+    assert not side.interleaved
+
+
+def test_schema_1_files_still_load_without_per_round_calibration(tmp_path):
+    path = store.save(tmp_path, "main", [interleaved_result()], ENV)
+    document = json.loads(path.read_text())
+    document["pytest_tpu"]["schema"] = 1
+    del document["benchmarks"][0]["pytest_tpu"]["interleaved"]
+    path.write_text(json.dumps(document))
+    side = store.load(path).sides["test_x.py::test_a[cpu]"]
+    assert not side.interleaved and side.calibration == (0.008, 0.0081, 0.0079)
+
+
+@pytest.mark.parametrize(
+    ("interleaved", "calibration", "problem"),
+    [("yes", [0.008] * 3, "'interleaved' is not true or false"), (True, [0.008], "1 per-round")],
+)
+def test_bad_per_round_calibration_is_refused(tmp_path, interleaved, calibration, problem):
+    path = store.save(tmp_path, "main", [interleaved_result()], ENV)
+    document = json.loads(path.read_text())
+    document["benchmarks"][0]["pytest_tpu"].update(interleaved=interleaved, calibration=calibration)
+    path.write_text(json.dumps(document))
+    with pytest.raises(store.BaselineError, match=problem):
+        store.load(path)
 
 
 def write(tmp_path, content) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -99,3 +101,43 @@ def test_incompatible_rows_are_not_compared_unless_forced():
     assert row.status == "incompatible" and "dtype" in row.reason and not row.regression
     (forced,) = compare_runs(base, current, force=True)
     assert forced.status == "compared" and forced.forced and forced.regression
+
+
+def paired_side(nodeid, work, machine, seed):
+    """Rounds with a per-round calibration kernel; ``machine`` slows both, ``work`` the bench."""
+    rng = np.random.default_rng(seed)
+    drift = machine * np.exp(rng.normal(0, 0.03, 60))  # the machine's speed, round by round
+    bench = 0.05 * work * drift * np.exp(rng.normal(0, 0.003, 60))
+    ref = 0.04 * drift * np.exp(rng.normal(0, 0.003, 60))
+    return Side(nodeid, tuple(bench.tolist()), tuple(ref.tolist()), interleaved=True)
+
+
+def test_interleaved_sides_are_decided_on_ratios():
+    base = {"a": paired_side("a", 1.0, 1.0, 0), "b": paired_side("b", 1.0, 1.0, 1)}
+    current = {"a": paired_side("a", 1.0, 1.08, 2), "b": paired_side("b", 1.05, 0.98, 3)}
+    rows = {row.nodeid: row for row in compare_runs(base, current)}
+    assert rows["a"].calibrated and rows["a"].verdict == "unchanged"  # the machine, not the code
+    assert rows["a"].machine == pytest.approx(0.08, abs=0.03)
+    assert rows["b"].calibrated and rows["b"].regression
+
+
+def test_one_side_without_per_round_calibration_compares_raw():
+    base = {"a": replace(paired_side("a", 1.0, 1.0, 0), interleaved=False)}
+    (row,) = compare_runs(base, {"a": paired_side("a", 1.0, 1.0, 1)})
+    assert row.status == "compared" and not row.calibrated
+
+
+def test_calibrated_regression_allows_less_run_noise():
+    # Significantly slower, and 3.3 % is out of reach of 5 % without the raw noise allowance.
+    at = Change(estimate=0.03, low=0.027, high=0.033, p_slower=0.99)
+    assert is_regression(at, 0.05)
+    assert not is_regression(replace(at, calibrated=True), 0.05)
+
+
+def test_too_few_rounds_are_inconclusive_and_never_a_regression():
+    base = Side("t", samples=(1.0, 1.01), calibration=(1.0, 1.0))
+    slower = Side("t", samples=(1.5, 1.52), calibration=(1.0, 1.0))
+    (row,) = compare_runs({"t": base}, {"t": slower}, threshold=0.05)
+    assert row.verdict == "inconclusive"
+    assert not row.regression
+    assert "too few to decide" in row.reason

@@ -15,7 +15,9 @@ import time
 import numpy  # noqa: F401
 import pytest
 
+from pytest_tpu import baseline as store
 from pytest_tpu.options import REGRESSION_EXIT_CODE
+from pytest_tpu.results import BenchResult
 
 BENCH = """
 def work():
@@ -56,12 +58,17 @@ def test_save_then_compare_unchanged(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *main.json"])
     document = json.loads(baseline_file(pytester).read_text())
-    assert len(document["benchmarks"][0]["stats"]["data"]) == 30
-    assert document["benchmarks"][0]["pytest_tpu"]["calibration"]
-    # A generous threshold: this run's neighbours must not turn "unchanged" into a failure.
+    entry = document["benchmarks"][0]
+    assert len(entry["stats"]["data"]) == 30
+    # One kernel timing per measured round (the two warm-up rounds' dropped).
+    assert entry["pytest_tpu"]["interleaved"] is True
+    assert len(entry["pytest_tpu"]["calibration"]) == 30
+    # A neighbour that slows the whole machine slows the kernel of each round too: the decision
+    # is on per-round ratios, so it cannot turn "unchanged" into a failure.
     result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=60")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["compared with baseline *: 1 compared", "*gate (60%): passed"])
+    result.stdout.no_fnmatch_line("*no per-round calibration*")
 
 
 def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):
@@ -203,10 +210,95 @@ def test_measure_noise_reports_spread_and_detectable_slowdown(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*test_work: 5 runs, run-to-run spread *%; "
-            "smallest slowdown the gate catches reliably here: *%"
+            "noise: run-to-run spread of each benchmark within this session*",
+            "*test_work: 5 runs, raw spread *%, calibrated spread *%; "
+            "smallest slowdown the gate catches reliably here: *%",
         ]
     )
+
+
+AUTO = """
+def test_auto(benchmark):
+    benchmark(sum, range({n}))
+"""
+
+
+def test_benchmark_call_keeps_before_after_calibration_and_compares_raw(pytester):
+    pytester.makepyfile(test_auto=AUTO.format(n=200))
+    save(pytester, "--benchmark-max-time=0.05").assert_outcomes(passed=1)
+    entry = json.loads(baseline_file(pytester).read_text())["benchmarks"][0]
+    assert entry["pytest_tpu"]["interleaved"] is False
+    assert len(entry["pytest_tpu"]["calibration"]) == 16
+    pytester.makepyfile(test_auto=AUTO.format(n=20000))
+    result = pytester.runpytest(
+        *FAST, "--benchmark-max-time=0.05", "--compare=main", "--fail-on-regression=20"
+    )
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(["*test_auto: slower time *raw samples: no per-round calibration*"])
+
+
+SETUP = """
+setups, results = [], []
+
+def setup():
+    setups.append(1)
+    return (len(setups),), {"scale": 2}
+
+def work(n, scale):
+    results.append(n * scale)
+
+def test_setup(benchmark):
+    benchmark.pedantic(work, setup=setup, rounds=4, warmup_rounds=1)
+    assert results == [2, 4, 6, 8, 10]  # the test's own setup still supplies the arguments
+"""
+
+
+def test_calibration_chains_the_tests_own_setup(pytester):
+    pytester.makepyfile(test_setup=SETUP)
+    save(pytester).assert_outcomes(passed=1)
+    entry = json.loads(baseline_file(pytester).read_text())["benchmarks"][0]["pytest_tpu"]
+    assert entry["interleaved"] is True and len(entry["calibration"]) == 4
+
+
+def test_calibration_never_imports_tensorflow(pytester):
+    bench(pytester)
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_sessionfinish():\n"
+        "    print('TF LOADED', 'tensorflow' in sys.modules)\n"
+    )
+    result = pytester.runpytest_subprocess(*FAST, "--save-baseline=main", "-s")
+    result.stdout.fnmatch_lines(["*TF LOADED False*"])
+
+
+TINY_TF = """
+import tensorflow as tf
+
+def test_tiny(accelerator, benchmark):
+    x = tf.ones((32, 32))
+    step = tf.function(lambda x: tf.reduce_sum(tf.matmul(x, x)))
+    benchmark.pedantic(step, args=(x,), rounds=5, warmup_rounds=1)
+"""
+
+
+def test_regression_is_profiled_with_profile_regressions(pytester):
+    pytester.makepyfile(test_tiny=TINY_TF)
+    # A forced regression without a second TensorFlow session: a baseline whose rounds took a
+    # microsecond each beside a one-second calibration kernel.
+    nodeid = "test_tiny.py::test_tiny[cpu]"
+    info = {store.CALIBRATION_KEY: [1.0] * 5, store.INTERLEAVED_KEY: True}
+    fast = BenchResult(nodeid, "test_tiny[cpu]", None, {}, info, (1e-6,) * 5)
+    store.save(baseline_file(pytester).parent, "main", [fast], {})
+    result = pytester.runpytest_subprocess(
+        *FAST,
+        "--compare=main",
+        "--fail-on-regression=20",
+        "--profile-regressions=prof",
+        timeout=240,
+    )
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(["REGRESSION test_tiny.py::test_tiny*", "*tensorboard --logdir *"])
+    assert list((pytester.path / "prof").glob("*/plugins/profile/*/*.xplane.pb"))
 
 
 def test_comparison_rows_are_on_the_stash(pytester):
