@@ -48,7 +48,13 @@ def draw(
     if not panels:
         panels.append((1, None))
     heights = [max(1.6, 0.32 * n + 1.0) for n, _ in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(10, sum(heights)),
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},  # a panel grows with its rows
+    )
     fig.subplots_adjust(hspace=0.6)
     for ax, (_, content) in zip(axes[:, 0], panels, strict=True):
         if isinstance(content, WorkloadTable):
