@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from tabulate import tabulate
-
 AXES: tuple[str, ...] = ("replicas", "workers")
 HEADERS = ("workload", "device", "scale", "throughput", "unit", "speedup", "efficiency")
 
@@ -125,6 +123,8 @@ def _cells(row: ScalingRow) -> list[str]:
 
 def render(rows: Sequence[ScalingRow], fmt: str = "simple") -> str:
     """The table as text; ``fmt`` is a tabulate format ("simple", "github" for Markdown)."""
+    from tabulate import tabulate  # only when a table is drawn: the plugin loads this module
+
     return tabulate([_cells(row) for row in rows], headers=HEADERS, tablefmt=fmt)
 
 
