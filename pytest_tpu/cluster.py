@@ -361,6 +361,10 @@ class Controller:
             report = self.config.hook.pytest_report_from_serializable(config=self.config, data=data)
             if not isinstance(report, pytest.TestReport):
                 continue
+            if isinstance(report.longrepr, list):
+                # A skip's (path, line, reason) came back from JSON as a list; pytest's skip
+                # summary (-rs) asserts a tuple.
+                report.longrepr = tuple(report.longrepr)
             result = getattr(report, REPORT_ATTR, None)
             if report.when == "call" and isinstance(result, dict):
                 self.sweep.append(BenchResult.from_json(result))

@@ -250,3 +250,17 @@ def test_a_pod_slice_name_reaches_the_tpu_resolver_unchanged():
     assert isinstance(target, tpu.TpuTarget)
     assert (target.tpu, target.source) == ("my-pod-v4-32", "TPU_NAME")
     assert tpu.accelerator_type({"TPU_ACCELERATOR_TYPE": "v4-32"}) == "v4-32"
+
+
+def test_skips_in_workers_reach_the_skip_summary(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_sk="""
+        import pytest
+
+        def test_skipped(accelerator):
+            pytest.skip("nothing to measure here")
+        """
+    )
+    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-rs", timeout=300)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED * nothing to measure here"])
