@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-# Fields every benchmark of the suite records in extra_info (issue "public result fields").
-COMMON_FIELDS = ("accelerator", "device", "replicas", "metric", "unit", "higher_is_better")
 REPORT_ATTR = "pytest_tpu_result"
 
 

@@ -9,13 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_tpu.workloads.data import MNIST_CLASSES, MNIST_SHAPE, Arrays
-from pytest_tpu.workloads.training import (
-    Progress,
-    TrainingRounds,
-    batched_dataset,
-    full_steps,
-    global_batch,
-)
+from pytest_tpu.workloads.training import Prepared, Progress, TrainingRounds
 
 
 def build_cnn(jit_compile: bool) -> Any:
@@ -75,17 +69,14 @@ class CnnEpochs(TrainingRounds):
         progress: Progress | None = None,
         label: str = "cnn",
     ) -> None:
-        import tensorflow as tf
-
-        strategy = strategy or tf.distribute.get_strategy()
+        ready = Prepared(data, per_replica_batch, strategy, build_cnn, jit_compile)
         self.jit_compile = jit_compile
         self.per_replica_batch = per_replica_batch
-        self.global_batch = global_batch(per_replica_batch, strategy)
-        self.steps = full_steps(data, self.global_batch)
-        with strategy.scope():
-            model = build_cnn(jit_compile)
-        dataset = batched_dataset(data, self.global_batch, repeat=True)
-        super().__init__(model, dataset, self.steps, self.steps, strategy, progress, label)
+        self.global_batch = ready.global_batch
+        self.steps = ready.epoch_steps
+        super().__init__(
+            ready.model, ready.dataset, self.steps, self.steps, ready.strategy, progress, label
+        )
 
     @property
     def samples(self) -> int:

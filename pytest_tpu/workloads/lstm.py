@@ -9,13 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_tpu.workloads.data import IMDB_LENGTH, IMDB_VOCAB, Arrays
-from pytest_tpu.workloads.training import (
-    Progress,
-    TrainingRounds,
-    batched_dataset,
-    full_steps,
-    global_batch,
-)
+from pytest_tpu.workloads.training import Prepared, Progress, TrainingRounds
 
 EMBEDDING = 32
 UNITS = 100
@@ -64,18 +58,13 @@ class LstmSteps(TrainingRounds):
         progress: Progress | None = None,
         label: str = "lstm",
     ) -> None:
-        import tensorflow as tf
-
-        strategy = strategy or tf.distribute.get_strategy()
+        ready = Prepared(data, per_replica_batch, strategy, build_lstm, jit_compile)
         self.jit_compile = jit_compile
         self.per_replica_batch = per_replica_batch
-        self.global_batch = global_batch(per_replica_batch, strategy)
-        self.epoch_steps = full_steps(data, self.global_batch)
+        self.global_batch = ready.global_batch
+        self.epoch_steps = ready.epoch_steps
         steps = steps_per_round or self.epoch_steps
-        with strategy.scope():
-            model = build_lstm(jit_compile)
-        dataset = batched_dataset(data, self.global_batch, repeat=True)
-        super().__init__(model, dataset, steps, 1, strategy, progress, label)
+        super().__init__(ready.model, ready.dataset, steps, 1, ready.strategy, progress, label)
 
     def figures(self, round_s: float) -> dict[str, float]:
         return step_figures(round_s, self.steps_per_round, self.global_batch)

@@ -79,6 +79,27 @@ def batched_dataset(data: Arrays, batch: int, *, repeat: bool = False) -> Any:
     return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
+class Prepared:
+    """What every Keras workload sets up the same way before its first step."""
+
+    def __init__(
+        self,
+        data: Arrays,
+        per_replica_batch: int,
+        strategy: Any,
+        build: Callable[[bool], Any],
+        jit_compile: bool,
+    ) -> None:
+        import tensorflow as tf
+
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.global_batch = global_batch(per_replica_batch, self.strategy)
+        self.epoch_steps = full_steps(data, self.global_batch)
+        with self.strategy.scope():  # variables live on every replica of the strategy
+            self.model = build(jit_compile)
+        self.dataset = batched_dataset(data, self.global_batch, repeat=True)
+
+
 def logs_as_vectors(train_step: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``train_step`` with every log as a vector of one value.
 
