@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tpu.plugin import session_key
+from pytest_tpu.session import session_key
 from pytest_tpu.timing import SyncedRounds, median
 from pytest_tpu.workloads import MatmulChain, chain_steps, default_jit_compile, sizes_for, tflops
 from pytest_tpu.workloads.sizes import MATMUL_DTYPES

@@ -16,9 +16,7 @@ from pytest_tpu.results import (
     result_from_item,
     results_key,
 )
-from pytest_tpu.session import DeviceSession
-
-session_key = pytest.StashKey[DeviceSession]()
+from pytest_tpu.session import DeviceSession, session_key
 
 MARKER = (
     "accelerators(*kinds): run this test once per named device kind "
@@ -66,7 +64,7 @@ def _register_features(config: pytest.Config) -> None:
         settings.measure_noise,
     )
     if any(value not in (None, False) for value in gate_wanted):
-        from pytest_tpu.gate import GatePlugin
+        from pytest_tpu.gate.plugin import GatePlugin
 
         config.pluginmanager.register(GatePlugin(config), "pytest-tpu-gate")
     from pytest_tpu import cluster

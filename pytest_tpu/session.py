@@ -64,3 +64,6 @@ class DeviceSession:
             for kind in self.settings.accelerator.kinds
             if kind in self._inventory.missing
         ]
+
+
+session_key = pytest.StashKey[DeviceSession]()

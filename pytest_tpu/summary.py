@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_tpu.options import Settings
-from pytest_tpu.plugin import session_key
 from pytest_tpu.results import results_key
+from pytest_tpu.session import session_key
 
 if TYPE_CHECKING:
-    from pytest_tpu.compare import Row
+    from pytest_tpu.gate.compare import Row
     from pytest_tpu.report import ComparisonRow, WorkloadTable
     from pytest_tpu.scaling import ScalingRow
 
@@ -88,7 +88,7 @@ class SummaryPlugin:
         rows = self.config.stash.get(comparison_key, None)
         if rows is not None:
             return rows
-        from pytest_tpu import compare
+        from pytest_tpu.gate import compare
 
         gate_rows = self.config.stash.get(compare.comparison_key, None)
         return None if gate_rows is None else [from_gate_row(row) for row in gate_rows]

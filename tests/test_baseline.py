@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tpu import baseline as store
+from pytest_tpu.gate import baseline as store
 from pytest_tpu.options import parse_baseline_name
 from pytest_tpu.results import BenchResult
 
@@ -224,7 +224,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from pytest_tpu import baseline
+    from pytest_tpu.gate import baseline
     from pytest_tpu.results import BenchResult
     tag = sys.argv[2]
     samples = tuple([float(len(tag))] * 20000)
@@ -262,7 +262,7 @@ def test_unwritable_directory_is_reported(tmp_path):
 
 def test_environment_never_imports_tensorflow(tmp_path):
     code = (
-        "import sys; from pathlib import Path; from pytest_tpu import baseline; "
+        "import sys; from pathlib import Path; from pytest_tpu.gate import baseline; "
         "env = baseline.session_environment(Path('.')); "
         "assert 'tensorflow' not in sys.modules and 'numpy' not in sys.modules, sys.modules; "
         "print(sorted(env))"

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pytest_tpu.compare import (
+from pytest_tpu.gate.compare import (
     Side,
     compare_runs,
     incompatibility,
@@ -16,7 +16,7 @@ from pytest_tpu.compare import (
     time_threshold,
     verdict,
 )
-from pytest_tpu.stats import Change
+from pytest_tpu.gate.stats import Change
 
 
 def change(estimate, low, high):

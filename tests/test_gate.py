@@ -15,7 +15,7 @@ import time
 import numpy  # noqa: F401
 import pytest
 
-from pytest_tpu import baseline as store
+from pytest_tpu.gate import baseline as store
 from pytest_tpu.options import REGRESSION_EXIT_CODE
 from pytest_tpu.results import BenchResult
 
@@ -307,7 +307,7 @@ def test_comparison_rows_are_on_the_stash(pytester):
     pytester.makeconftest(
         """
         import pytest
-        from pytest_tpu.compare import comparison_key
+        from pytest_tpu.gate.compare import comparison_key
 
         @pytest.hookimpl(trylast=True)
         def pytest_sessionfinish(session):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_tpu.stats import (
+from pytest_tpu.gate.stats import (
     clean,
     compare_samples,
     detectable_slowdown,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.stats import Change, compare_samples
+from pytest_tpu.gate.stats import Change, compare_samples
 
 # The practical threshold of the verdicts when no --fail-on-regression is given.
 DEFAULT_THRESHOLD = 0.05

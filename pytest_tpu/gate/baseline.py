@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_tpu.compare import Side
+from pytest_tpu.gate.compare import Side
 from pytest_tpu.options import parse_baseline_name
 from pytest_tpu.results import BenchResult
 

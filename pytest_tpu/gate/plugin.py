@@ -3,7 +3,7 @@
 At session start the baseline directory must be writable (``--save-baseline``) and the compared
 baseline must exist and load (``--compare``): usage errors before any benchmark runs. Before each
 round of a benchmark the gate times a fixed calibration kernel with the benchmark's own timer
-(``pytest_tpu.calibration``), and decides on the per-round ratios, so a machine that is slower
+(``pytest_tpu.gate.calibration``), and decides on the per-round ratios, so a machine that is slower
 today as a whole is not mistaken for a regression. At session end the controller
 (never an xdist worker) saves, compares and decides the exit status; the terminal summary only
 prints what was decided.
@@ -17,12 +17,17 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu import baseline as store
-from pytest_tpu import calibration
-from pytest_tpu.compare import Row, compare_runs, comparison_key, regressions
+from pytest_tpu.gate import baseline as store
+from pytest_tpu.gate import calibration
+from pytest_tpu.gate.compare import Row, compare_runs, comparison_key, regressions
+from pytest_tpu.gate.stats import (
+    compare_samples,
+    detectable_slowdown,
+    relative_spread,
+    run_locations,
+)
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
 from pytest_tpu.results import REPORT_ATTR, BenchResult, results_key
-from pytest_tpu.stats import compare_samples, detectable_slowdown, relative_spread, run_locations
 
 NOISE_ATTR = "pytest_tpu_noise"
 NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run included
@@ -31,7 +36,7 @@ noise_key = pytest.StashKey[list[dict[str, Any]]]()
 
 
 def _settings(config: pytest.Config) -> Settings:
-    from pytest_tpu.plugin import session_key
+    from pytest_tpu.session import session_key
 
     return config.stash[session_key].settings
 
