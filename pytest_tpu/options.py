@@ -27,6 +27,10 @@ DEFAULT_TPU_TIMEOUT = 60.0
 # Exit status of a session whose only problem is a speed regression: distinct from pytest's own
 # codes (1 tests failed, 2 interrupted, 3 internal error, 4 usage error, 5 no tests).
 REGRESSION_EXIT_CODE = 6
+# Exit status of a session whose --save-baseline was asked for but could not be written (a main
+# branch job must not pass while its baseline goes stale).
+SAVE_FAILED_EXIT_CODE = 7
+MAX_BASELINE_HISTORY = 100
 
 T = TypeVar("T")
 
@@ -79,6 +83,17 @@ def parse_positive_int(value: str) -> int:
         number = 0
     if number < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+    return number
+
+
+def parse_history(value: str) -> int:
+    """How many runs a baseline keeps: 1 to ``MAX_BASELINE_HISTORY``."""
+    number = parse_positive_int(value)
+    if number > MAX_BASELINE_HISTORY:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is more than {MAX_BASELINE_HISTORY} runs; a baseline keeps 1 to "
+            f"{MAX_BASELINE_HISTORY}"
+        )
     return number
 
 
@@ -203,6 +218,15 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
         const=DEFAULT_BASELINE,
         type=parse_baseline_name,
         metavar="NAME",
+    )
+    _add(
+        group,
+        parser,
+        "--tpu-baseline-history",
+        "Runs of each benchmark a saved baseline keeps (default 5); the gate measures how "
+        "much sessions differ from them.",
+        type=parse_history,
+        metavar="K",
     )
     _add(
         group,
@@ -332,6 +356,7 @@ class Settings:
     workload_size: str
     workload_data: str
     save_baseline: str | None
+    baseline_history: int | None
     compare: str | None
     baseline_dir: Path
     compare_force: bool
@@ -380,6 +405,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         workload_size=resolve(config, "workload_size", parse_choice(WORKLOAD_SIZES), "default"),
         workload_data=resolve(config, "workload_data", parse_choice(WORKLOAD_DATA), "synthetic"),
         save_baseline=_check_not_a_path(config, "save_baseline"),
+        baseline_history=resolve(config, "tpu_baseline_history", parse_history, None),
         compare=_check_not_a_path(config, "compare"),
         baseline_dir=baseline_dir,
         compare_force=bool(config.getoption("compare_force")),

@@ -121,6 +121,7 @@ def result_from_item(item: pytest.Item, report: pytest.TestReport) -> BenchResul
     if stats is not None:
         # Per-round durations, already divided by the iterations of each round.
         samples = tuple(float(x) for x in stats.stats.data)
+    options = _options(stats)
     outcome = "failed" if report.failed or not samples else "passed"
     error = _short_error(report) if report.failed else None
     if outcome == "failed" and error is None:
@@ -134,7 +135,20 @@ def result_from_item(item: pytest.Item, report: pytest.TestReport) -> BenchResul
         samples=samples,
         outcome=outcome,
         error=error,
+        options=options,
     )
+
+
+def _options(stats: Any) -> dict[str, Any]:
+    """pytest-benchmark's options of the run (timer, rounds, ...) as it writes them to JSON."""
+    options = getattr(stats, "options", None)
+    if not isinstance(options, dict):
+        return {}
+    plain = (str, int, float, bool, type(None))
+    return {
+        key: getattr(value, "__name__", repr(value)) if not isinstance(value, plain) else value
+        for key, value in options.items()
+    }
 
 
 def _fill_device_fields(item: pytest.Item, extra: dict[str, Any]) -> None:

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from pytest_tpu.gate import baseline as store
+from pytest_tpu.gate.history import summarize
 from pytest_tpu.options import parse_baseline_name
 from pytest_tpu.results import BenchResult
 
 ENV = {"python": "3.11.7", "cpu_model": "AMD EPYC", "commit": "abc", "dirty": False}
 
 
-def result(nodeid="test_x.py::test_a[cpu]", samples=(0.01, 0.011, 0.012), **extra):
+def result(nodeid="test_x.py::test_a[cpu]", samples=(0.01, 0.011, 0.012, 0.0105), **extra):
     info = {"accelerator": "cpu", "dtype": "float32", "metric": "time", "unit": "s", **extra}
-    info[store.CALIBRATION_KEY] = [0.001, 0.0011]
     return BenchResult(
         nodeid=nodeid,
         name="test_a[cpu]",
@@ -27,31 +27,50 @@ def result(nodeid="test_x.py::test_a[cpu]", samples=(0.01, 0.011, 0.012), **extr
         params={"accelerator": "cpu"},
         extra_info=info,
         samples=tuple(samples),
+        options={"timer": "perf_counter", "min_rounds": 5},
     )
 
 
-def saved(tmp_path: Path) -> Path:
-    return store.save(tmp_path, "main", [result()], ENV, left_out=["test_x.py::test_b"])
+def new_run(res: BenchResult, calibration=(), kind="") -> store.NewRun:
+    summary = summarize(res.samples, calibration, kind, when="2026-11-22T00:00:00+00:00")
+    assert summary is not None
+    return store.NewRun(res, (summary,))
+
+
+def saved(tmp_path: Path, res: BenchResult | None = None, **options) -> Path:
+    res = res or result()
+    path = store.baseline_path(tmp_path, "main")
+    previous = store.load(path) if path.exists() else None
+    return store.save(
+        tmp_path,
+        "main",
+        [new_run(res)],
+        ENV,
+        left_out=["test_x.py::test_b"],
+        previous=previous,
+        **options,
+    )
 
 
 def test_round_trip(tmp_path):
     loaded = store.load(saved(tmp_path))
     side = loaded.sides["test_x.py::test_a[cpu]"]
-    assert side.samples == (0.01, 0.011, 0.012)
-    assert side.calibration == (0.001, 0.0011)
-    assert not side.interleaved  # two timings for three rounds: before/after, not per round
+    assert len(side.runs) == 1 and side.runs[0].rounds == 4
+    assert side.runs[0].raw.value == pytest.approx(0.01025)
     assert side.environment["dtype"] == "float32" and side.environment["commit"] == "abc"
+    assert side.environment["timer"] == "perf_counter"
     assert loaded.left_out == ["test_x.py::test_b"]
     assert store.list_names(tmp_path) == ["main"]
 
 
-def test_file_is_pytest_benchmark_format(tmp_path):
+def test_file_is_a_compact_pytest_benchmark_file(tmp_path):
     document = json.loads(saved(tmp_path).read_text())
     bench = document["benchmarks"][0]
     assert {"machine_info", "commit_info", "datetime", "version"} <= set(document)
-    assert bench["stats"]["data"] == [0.01, 0.011, 0.012]
-    assert bench["stats"]["median"] == 0.011
-    assert store.CALIBRATION_KEY not in bench["extra_info"]
+    assert bench["stats"]["median"] == pytest.approx(0.01075)
+    assert "data" not in bench["stats"]  # like pytest-benchmark's own saves
+    assert bench["options"]["timer"] == "perf_counter"
+    assert not any(key.startswith("pytest_tpu") for key in bench["extra_info"])
     assert document["pytest_tpu"]["schema"] == store.SCHEMA
 
 
@@ -68,48 +87,56 @@ def test_pytest_benchmark_compare_reads_it(tmp_path):
     assert "test_a[cpu]" in done.stdout
 
 
-def interleaved_result(samples=(0.01, 0.011, 0.012), calibration=(0.008, 0.0081, 0.0079)):
-    info = {"accelerator": "cpu", "metric": "time"}
-    info[store.CALIBRATION_KEY] = list(calibration)
-    info[store.INTERLEAVED_KEY] = True
-    return BenchResult("test_x.py::test_a[cpu]", "test_a[cpu]", None, {}, info, tuple(samples))
+def test_saving_again_keeps_the_last_runs_and_merges_other_benchmarks(tmp_path):
+    for _ in range(4):
+        saved(tmp_path, keep=3)
+    path = saved(tmp_path, result(nodeid="test_x.py::test_other[cpu]"), keep=3)
+    loaded = store.load(path)
+    assert len(loaded.sides["test_x.py::test_a[cpu]"].runs) == 3  # the last three sessions
+    assert len(loaded.sides["test_x.py::test_other[cpu]"].runs) == 1  # -k subset: merged
 
 
-def test_per_round_calibration_round_trips(tmp_path):
-    path = store.save(tmp_path, "main", [interleaved_result()], ENV)
-    bench = json.loads(path.read_text())["benchmarks"][0]
-    assert bench["pytest_tpu"]["interleaved"] is True
-    assert store.INTERLEAVED_KEY not in bench["extra_info"]
+def test_a_changed_environment_starts_a_fresh_history(tmp_path):
+    saved(tmp_path)
+    saved(tmp_path)
+    path = saved(tmp_path, result(dtype="bfloat16"))
+    assert len(store.load(path).sides["test_x.py::test_a[cpu]"].runs) == 1
+
+
+def test_file_mode_is_a_normal_file_s_and_kept_on_overwrite(tmp_path):
+    path = saved(tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    path.chmod(0o640)
+    saved(tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_symlinked_baseline_is_refused(tmp_path):
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (tmp_path / "main.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(store.BaselineError, match="symbolic link"):
+        store.save(tmp_path, "main", [new_run(result())], ENV)
+    assert (tmp_path / "elsewhere.json").read_text() == "{}"
+
+
+def test_schema_2_files_still_load_from_their_rounds(tmp_path):
+    document = json.loads(saved(tmp_path).read_text())
+    document["pytest_tpu"]["schema"] = 2
+    bench = document["benchmarks"][0]
+    bench["stats"]["data"] = [0.01, 0.011, 0.012, 0.0105]
+    bench["pytest_tpu"] = {"calibration": [0.002] * 4, "interleaved": True}
+    path = write(tmp_path, json.dumps(document))
     side = store.load(path).sides["test_x.py::test_a[cpu]"]
-    assert side.interleaved and side.calibration == (0.008, 0.0081, 0.0079)
-
-
-def test_misaligned_calibration_is_not_called_per_round(tmp_path):
-    side = store.side_of(interleaved_result(calibration=(0.008, 0.008)), ENV)
-    assert not side.interleaved
-
-
-def test_schema_1_files_still_load_without_per_round_calibration(tmp_path):
-    path = store.save(tmp_path, "main", [interleaved_result()], ENV)
-    document = json.loads(path.read_text())
-    document["pytest_tpu"]["schema"] = 1
-    del document["benchmarks"][0]["pytest_tpu"]["interleaved"]
-    path.write_text(json.dumps(document))
-    side = store.load(path).sides["test_x.py::test_a[cpu]"]
-    assert not side.interleaved and side.calibration == (0.008, 0.0081, 0.0079)
-
-
-@pytest.mark.parametrize(
-    ("interleaved", "calibration", "problem"),
-    [("yes", [0.008] * 3, "'interleaved' is not true or false"), (True, [0.008], "1 per-round")],
-)
-def test_bad_per_round_calibration_is_refused(tmp_path, interleaved, calibration, problem):
-    path = store.save(tmp_path, "main", [interleaved_result()], ENV)
-    document = json.loads(path.read_text())
-    document["benchmarks"][0]["pytest_tpu"].update(interleaved=interleaved, calibration=calibration)
-    path.write_text(json.dumps(document))
-    with pytest.raises(store.BaselineError, match=problem):
-        store.load(path)
+    assert side.runs[0].raw.value == pytest.approx(0.01025)
+    assert side.runs[0].calibrated is not None
 
 
 def write(tmp_path, content) -> Path:
@@ -162,9 +189,10 @@ def mutate(tmp_path, change) -> Path:
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        (lambda d: d["benchmarks"][0]["stats"].update(data=[0.01, -1]), "positive durations"),
-        (lambda d: d["benchmarks"][0]["stats"].update(data=[]), "no samples"),
-        (lambda d: d["benchmarks"][0]["stats"].update(data="x"), "not a list"),
+        (lambda d: d["benchmarks"][0]["pytest_tpu"].update(history=[]), "non-empty list"),
+        (lambda d: d["benchmarks"][0]["pytest_tpu"].update(history="x"), "non-empty list"),
+        (lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0].update(raw=[1]), "estimate"),
+        (lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0].update(rounds=0), "rounds"),
         (lambda d: d["benchmarks"].append(d["benchmarks"][0]), "appears twice"),
         (lambda d: d["benchmarks"][0].pop("fullname"), "no valid 'fullname'"),
         (lambda d: d["benchmarks"][0].update(extra_info={"a": nested(20)}), "nested deeper"),
@@ -177,8 +205,8 @@ def test_bad_structures_are_refused(tmp_path, change, problem):
 
 def test_absurd_sizes_are_refused(tmp_path, monkeypatch):
     path = saved(tmp_path)
-    monkeypatch.setattr(store, "MAX_SAMPLES", 2)
-    with pytest.raises(store.BaselineError, match="more than 2"):
+    monkeypatch.setattr(store, "MAX_BENCHMARKS", 0)
+    with pytest.raises(store.BaselineError, match="more than the limit of 0"):
         store.load(path)
     monkeypatch.setattr(store, "MAX_FILE_BYTES", 100)
     with pytest.raises(store.BaselineError, match="100-byte limit"):
@@ -202,7 +230,7 @@ def test_unsafe_names_are_refused_and_nothing_is_written(tmp_path, name):
         parse_baseline_name(name)
     inside = tmp_path / "dir"
     with pytest.raises(store.BaselineError):
-        store.save(inside, name, [result()], ENV)
+        store.save(inside, name, [new_run(result())], ENV)
     assert not any(tmp_path.rglob("*.json"))
 
 
@@ -215,7 +243,7 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, monkeypatc
 
     monkeypatch.setattr(store.os, "replace", broken)
     with pytest.raises(OSError, match="disk full"):
-        store.save(tmp_path, "main", [result(samples=(1.0, 2.0))], ENV)
+        store.save(tmp_path, "main", [new_run(result(samples=(1.0, 2.0)))], ENV)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["main.json"]
 
@@ -225,13 +253,15 @@ WRITER = textwrap.dedent(
     import sys
     from pathlib import Path
     from pytest_tpu.gate import baseline
+    from pytest_tpu.gate.history import summarize
     from pytest_tpu.results import BenchResult
     tag = sys.argv[2]
     samples = tuple([float(len(tag))] * 20000)
     r = BenchResult(nodeid="t::" + tag, name=tag, group=None, params={}, extra_info={},
                     samples=samples)
+    run = baseline.NewRun(r, (summarize(samples),))
     for _ in range(15):
-        baseline.save(Path(sys.argv[1]), "main", [r], {"writer": tag})
+        baseline.save(Path(sys.argv[1]), "main", [run], {"writer": tag})
     """
 )
 

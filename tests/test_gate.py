@@ -16,6 +16,7 @@ import numpy  # noqa: F401
 import pytest
 
 from pytest_tpu.gate import baseline as store
+from pytest_tpu.gate.history import summarize
 from pytest_tpu.options import REGRESSION_EXIT_CODE
 from pytest_tpu.results import BenchResult
 
@@ -59,16 +60,18 @@ def test_save_then_compare_unchanged(pytester):
     result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *main.json"])
     document = json.loads(baseline_file(pytester).read_text())
     entry = document["benchmarks"][0]
-    assert len(entry["stats"]["data"]) == 30
-    # One kernel timing per measured round (the two warm-up rounds' dropped).
-    assert entry["pytest_tpu"]["interleaved"] is True
-    assert len(entry["pytest_tpu"]["calibration"]) == 30
-    # A neighbour that slows the whole machine slows the kernel of each round too: the decision
-    # is on per-round ratios, so it cannot turn "unchanged" into a failure.
+    run = entry["pytest_tpu"]["history"][0]
+    assert run["rounds"] == 30 and run["calibrated"] is not None  # kernel timed every round
+    assert run["kernel_kind"].startswith("numpy:")  # numpy-sized work, no TensorFlow kernel
     result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=60")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["compared with baseline *: 1 compared", "*gate (60%): passed"])
-    result.stdout.no_fnmatch_line("*no per-round calibration*")
+    result.stdout.fnmatch_lines(
+        [
+            "compared with baseline *: 1 *",
+            "*test_work: * (1 saved run: taken as the spread of blocks within a run)*",
+            "*gate (60%): passed, 1 checked*",
+        ]
+    )
 
 
 def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):
@@ -80,10 +83,10 @@ def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*test_bench.py::test_work: slower time +*",
+            "*test_bench.py::test_work: slower time +*confirmed by a re-measurement*",
             "REGRESSION test_bench.py::test_work: time +*% vs baseline 'main' (95% interval *"
-            "sure it is slower)",
-            "*gate (20%): FAILED, 1 benchmark(s) regressed; exit code 6",
+            "sure it is slower; confirmed by a re-measurement in fresh rounds*",
+            "*gate (20%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ]
     )
 
@@ -110,8 +113,8 @@ def test_failed_tests_keep_exit_code_one(pytester):
 def test_fail_on_regression_without_compare_says_so(pytester):
     bench(pytester)
     result = pytester.runpytest(*FAST, "--fail-on-regression=5")
-    assert result.ret == 0
-    result.stdout.fnmatch_lines(["*--fail-on-regression has nothing to check: no --compare given"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--fail-on-regression needs something to compare with*"])
 
 
 def test_xdist_workers_results_end_up_in_one_baseline(pytester):
@@ -125,7 +128,7 @@ def test_xdist_workers_results_end_up_in_one_baseline(pytester):
         "test_bench.py::test_work",
         "test_more.py::test_work",
     ]
-    assert all(b["pytest_tpu"]["calibration"] for b in document["benchmarks"])
+    assert all(b["pytest_tpu"]["history"][0]["calibrated"] for b in document["benchmarks"])
 
 
 def test_new_and_missing_benchmarks_are_listed(pytester):
@@ -151,7 +154,7 @@ def test_incompatible_environment_is_not_compared_unless_forced(pytester):
         *FAST, "--compare=main", "--fail-on-regression=20", "--compare-force"
     )
     assert forced.ret == REGRESSION_EXIT_CODE
-    forced.stdout.fnmatch_lines(["*test_work: slower*[[]forced[]]"])
+    forced.stdout.fnmatch_lines(["*test_work: slower*[[]forced[]]*"])
 
 
 def test_unknown_baseline_name_lists_the_saved_ones(pytester):
@@ -183,7 +186,7 @@ def test_unwritable_baseline_dir_stops_before_any_benchmark(pytester):
     (pytester.path / "blocker").write_text("")
     result = save(pytester, "--baseline-dir=blocker/sub")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--save-baseline: baseline directory *sub is not writable*"])
+    result.stderr.fnmatch_lines(["*--save-baseline=main: baseline directory *sub is not writable*"])
     assert not (pytester.path / "ran").exists()
 
 
@@ -210,9 +213,8 @@ def test_measure_noise_reports_spread_and_detectable_slowdown(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "noise: run-to-run spread of each benchmark within this session*",
-            "*test_work: 5 runs, raw spread *%, calibrated spread *%; "
-            "smallest slowdown the gate catches reliably here: *%",
+            "noise: run-to-run spread of each benchmark within this session",
+            "*test_work: 5 runs, raw spread *%, calibrated spread *% (run to run*",
         ]
     )
 
@@ -223,18 +225,18 @@ def test_auto(benchmark):
 """
 
 
-def test_benchmark_call_keeps_before_after_calibration_and_compares_raw(pytester):
+def test_benchmark_call_is_calibrated_round_by_round_too(pytester):
     pytester.makepyfile(test_auto=AUTO.format(n=200))
     save(pytester, "--benchmark-max-time=0.05").assert_outcomes(passed=1)
     entry = json.loads(baseline_file(pytester).read_text())["benchmarks"][0]
-    assert entry["pytest_tpu"]["interleaved"] is False
-    assert len(entry["pytest_tpu"]["calibration"]) == 16
+    run = entry["pytest_tpu"]["history"][0]
+    assert run["calibrated"] is not None and run["kernel"] is not None
     pytester.makepyfile(test_auto=AUTO.format(n=20000))
     result = pytester.runpytest(
         *FAST, "--benchmark-max-time=0.05", "--compare=main", "--fail-on-regression=20"
     )
     assert result.ret == REGRESSION_EXIT_CODE
-    result.stdout.fnmatch_lines(["*test_auto: slower time *raw samples: no per-round calibration*"])
+    result.stdout.fnmatch_lines(["*test_auto: slower time *confirmed by a re-measurement*"])
 
 
 SETUP = """
@@ -257,7 +259,7 @@ def test_calibration_chains_the_tests_own_setup(pytester):
     pytester.makepyfile(test_setup=SETUP)
     save(pytester).assert_outcomes(passed=1)
     entry = json.loads(baseline_file(pytester).read_text())["benchmarks"][0]["pytest_tpu"]
-    assert entry["interleaved"] is True and len(entry["calibration"]) == 4
+    assert entry["history"][0]["rounds"] == 4 and entry["history"][0]["calibrated"] is not None
 
 
 def test_calibration_never_imports_tensorflow(pytester):
@@ -286,9 +288,9 @@ def test_regression_is_profiled_with_profile_regressions(pytester):
     # A forced regression without a second TensorFlow session: a baseline whose rounds took a
     # microsecond each beside a one-second calibration kernel.
     nodeid = "test_tiny.py::test_tiny[cpu]"
-    info = {store.CALIBRATION_KEY: [1.0] * 5, store.INTERLEAVED_KEY: True}
-    fast = BenchResult(nodeid, "test_tiny[cpu]", None, {}, info, (1e-6,) * 5)
-    store.save(baseline_file(pytester).parent, "main", [fast], {})
+    fast = BenchResult(nodeid, "test_tiny[cpu]", None, {}, {}, (1e-6,) * 5)
+    runs = tuple(summarize([1e-6 * (1 + k / 100)] * 5) for k in range(3))
+    store.save(baseline_file(pytester).parent, "main", [store.NewRun(fast, runs)], {})
     result = pytester.runpytest_subprocess(
         *FAST,
         "--compare=main",

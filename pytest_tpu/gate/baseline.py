@@ -1,14 +1,15 @@
 """Baseline files: pytest-benchmark's saved-run JSON with pytest-tpu's keys, saved atomically.
 
 A baseline is ``<baseline-dir>/<name>.json``. Its top level is what ``pytest --benchmark-save``
-writes (``machine_info``, ``commit_info``, ``benchmarks`` with ``stats.data``, ``datetime``,
-``version``), so ``pytest-benchmark compare`` reads it; pytest-tpu adds a ``pytest_tpu`` section
-(schema version, session environment, benchmarks left out) and, per benchmark, its environment key
-and calibration samples. Schema 2 times the calibration kernel before every round
-(``interleaved``, aligned 1:1 with ``stats.data``); schema-1 files still load, their before/after
-calibration marked as not interleaved, so they are compared on raw samples. Files are data:
-parsed as JSON only, never unpickled or evaluated, and validated with limits before anything
-trusts them.
+writes (``machine_info`` and ``commit_info`` from pytest-benchmark's own hooks, ``benchmarks``
+with ``stats`` and ``options``, ``datetime``, ``version``), so ``pytest-benchmark compare`` reads it
+and ``--benchmark-compare`` against it sees the same machine. pytest-tpu adds a ``pytest_tpu``
+section (schema, session environment, benchmarks left out, how many runs are kept) and, per
+benchmark, its environment key and ``history``: the summaries of its last runs
+(``history.RunSummary``), from which the gate measures how much sessions differ. Saving merges:
+a benchmark not run this time keeps its entry, one run again gets its summary appended (or a fresh
+history when its environment changed). Files are data: parsed as JSON only, validated with limits
+before anything trusts them.
 """
 
 from __future__ import annotations
@@ -19,27 +20,27 @@ import json
 import math
 import os
 import platform
+import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_tpu.gate.compare import Side
+from pytest_tpu.gate.compare import Side, incompatibility
+from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, summarize
 from pytest_tpu.options import parse_baseline_name
 from pytest_tpu.results import BenchResult
 
-SCHEMA = 2
+SCHEMA = 3
 SECTION = "pytest_tpu"
-CALIBRATION_KEY = "pytest_tpu_calibration"  # extra_info key the gate fills per benchmark
-INTERLEAVED_KEY = "pytest_tpu_calibration_interleaved"  # True: one kernel timing per round
-_OUR_EXTRA = (CALIBRATION_KEY, INTERLEAVED_KEY)
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_BENCHMARKS = 10_000
 MAX_SAMPLES = 1_000_000
+MAX_HISTORY = 100
 MAX_DEPTH = 16
 GIT_TIMEOUT = 5.0
 # extra_info fields that make up a benchmark's environment key.
@@ -61,12 +62,13 @@ class BaselineError(Exception):
 
 @dataclass(frozen=True)
 class Baseline:
-    """A loaded, validated baseline."""
+    """A loaded, validated baseline: per benchmark its runs (oldest first) and its fields."""
 
     path: Path
     environment: dict[str, Any]
     sides: dict[str, Side]
     left_out: list[str] = field(default_factory=list)
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # raw JSON, for merging
 
 
 def baseline_path(directory: Path, name: str) -> Path:
@@ -160,107 +162,162 @@ def _git(rootdir: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def benchmark_environment(extra_info: Mapping[str, Any]) -> dict[str, Any]:
-    """The per-benchmark part of the environment key, from the result's extra_info."""
+def benchmark_environment(
+    extra_info: Mapping[str, Any], options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The per-benchmark part of the environment key: extra_info fields and the timer."""
     plain = (str, int, float, bool)
-    return {k: extra_info[k] for k in BENCH_FIELDS if isinstance(extra_info.get(k), plain)}
+    env = {k: extra_info[k] for k in BENCH_FIELDS if isinstance(extra_info.get(k), plain)}
+    timer = (options or {}).get("timer")
+    if isinstance(timer, str) and timer:
+        env["timer"] = timer  # process_time and perf_counter measure different things
+    return env
 
 
-def side_of(result: BenchResult, environment: Mapping[str, Any]) -> Side:
-    """A current result as one side of a comparison."""
-    calibration = tuple(float(x) for x in result.extra_info.get(CALIBRATION_KEY) or ())
+def side_of(
+    result: BenchResult,
+    environment: Mapping[str, Any],
+    runs: Sequence[RunSummary],
+    confirm: RunSummary | None = None,
+) -> Side:
+    """A current result (its run and any repetitions) as one side of a comparison."""
     return Side(
         nodeid=result.nodeid,
-        samples=result.samples,
-        calibration=calibration,
-        interleaved=_interleaved(result, calibration),
+        runs=tuple(runs),
         metric=result.metric,
         unit=result.unit,
         higher_is_better=result.higher_is_better,
         value=result.headline,
-        environment={**environment, **benchmark_environment(result.extra_info)},
+        environment={**environment, **benchmark_environment(result.extra_info, result.options)},
+        confirm=confirm,
     )
-
-
-def _interleaved(result: BenchResult, calibration: Sequence[float]) -> bool:
-    """Per-round calibration that lines up with the rounds (anything else is not paired)."""
-    flagged = result.extra_info.get(INTERLEAVED_KEY) is True
-    return flagged and len(calibration) == len(result.samples)
 
 
 # --------------------------------------------------------------------------- save
 
 
 def _stats(samples: Sequence[float]) -> dict[str, Any]:
-    """pytest-benchmark's own statistics of the rounds, so its tools read the file."""
+    """pytest-benchmark's own statistics of the rounds, so its tools read the file.
+
+    Like pytest-benchmark's own saves (without --benchmark-save-data), the rounds themselves are
+    not kept: the gate keeps its summaries in ``history``, which keeps the file small.
+    """
     module: Any = importlib.import_module("pytest_benchmark.stats")
     stats = module.Stats()
     for sample in samples:
         stats.update(sample)
     data: dict[str, Any] = stats.as_dict()
-    data["data"] = list(samples)
     data["iterations"] = 1
     return data
 
 
-def _benchmark_entry(result: BenchResult, environment: Mapping[str, Any]) -> dict[str, Any]:
-    extra = {k: v for k, v in result.extra_info.items() if k not in _OUR_EXTRA}
-    calibration = [float(x) for x in result.extra_info.get(CALIBRATION_KEY) or ()]
+def _benchmark_entry(
+    result: BenchResult,
+    environment: Mapping[str, Any],
+    history: Sequence[RunSummary],
+) -> dict[str, Any]:
     return {
         "group": result.group,
         "name": result.name,
         "fullname": result.nodeid,
         "params": result.params or None,
         "param": result.nodeid.partition("[")[2].rstrip("]") or None,
-        "extra_info": extra,
-        "options": result.options,
+        "extra_info": dict(result.extra_info),
+        "options": dict(result.options),
         "stats": _stats(result.samples),
         SECTION: {
-            "environment": benchmark_environment(result.extra_info),
-            "calibration": calibration,
-            "interleaved": _interleaved(result, calibration),
+            "environment": benchmark_environment(result.extra_info, result.options),
+            "history": [run.to_json() for run in history],
         },
     }
 
 
+@dataclass(frozen=True)
+class NewRun:
+    """What this session adds to a baseline for one benchmark."""
+
+    result: BenchResult
+    runs: tuple[RunSummary, ...]  # this session's run, then any --measure-noise repetitions
+
+
+def _history(
+    previous: Baseline | None, new: NewRun, environment: Mapping[str, Any], keep: int
+) -> list[RunSummary]:
+    """The benchmark's kept runs: the previous ones while comparable, then this session's."""
+    old = previous.sides.get(new.result.nodeid) if previous else None
+    kept: list[RunSummary] = []
+    if old is not None:
+        current_env = {**environment, **benchmark_environment(new.result.extra_info)}
+        current_env.update(benchmark_environment({}, new.result.options))
+        if incompatibility(old.environment, current_env) is None:
+            kept = list(old.runs)
+    return _trim([*kept, *new.runs], keep)
+
+
+def _trim(runs: list[RunSummary], keep: int) -> list[RunSummary]:
+    """The runs of the last ``keep`` sessions (a session's noise repetitions go with it)."""
+    starts = [i for i, run in enumerate(runs) if run.source == "run"]
+    if len(starts) <= keep:
+        return runs
+    return runs[starts[-keep] :]
+
+
 def build_document(
     name: str,
-    results: Iterable[BenchResult],
+    new: Iterable[NewRun],
     environment: Mapping[str, Any],
+    *,
     left_out: Iterable[str] = (),
+    previous: Baseline | None = None,
+    keep: int = DEFAULT_KEEP,
+    machine_info: Mapping[str, Any] | None = None,
+    commit_info: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON document of a baseline."""
+    """The JSON document of a baseline, merged with ``previous`` (same name) when given."""
     from pytest_benchmark import __version__ as benchmark_version
 
+    entries = dict(previous.entries) if previous else {}
+    for run in new:
+        history = _history(previous, run, environment, keep)
+        entries[run.result.nodeid] = _benchmark_entry(run.result, environment, history)
     return {
-        "machine_info": {
-            "node": platform.node(),
-            "processor": platform.processor(),
-            "machine": platform.machine(),
-            "python_implementation": platform.python_implementation(),
-            "python_version": platform.python_version(),
-            "system": platform.system(),
-            "release": platform.release(),
-            "cpu": {"brand_raw": environment.get("cpu_model", "")},
-        },
-        "commit_info": {"id": environment.get("commit"), "dirty": environment.get("dirty")},
-        "benchmarks": [_benchmark_entry(result, environment) for result in results],
+        "machine_info": dict(machine_info or _machine_info(environment)),
+        "commit_info": dict(
+            commit_info or {"id": environment.get("commit"), "dirty": environment.get("dirty")}
+        ),
+        "benchmarks": list(entries.values()),
         "datetime": datetime.now(timezone.utc).isoformat(),
         "version": benchmark_version,
         SECTION: {
             "schema": SCHEMA,
             "name": name,
             "environment": dict(environment),
-            "left_out": list(left_out),
+            "left_out": sorted(set(left_out)),
+            "keep": keep,
         },
+    }
+
+
+def _machine_info(environment: Mapping[str, Any]) -> dict[str, Any]:
+    """A stand-in for pytest-benchmark's machine_info when its hooks are not at hand."""
+    return {
+        "node": platform.node(),
+        "processor": platform.processor(),
+        "machine": platform.machine(),
+        "python_implementation": platform.python_implementation(),
+        "python_version": platform.python_version(),
+        "system": platform.system(),
+        "release": platform.release(),
+        "cpu": {"brand_raw": environment.get("cpu_model", "")},
     }
 
 
 def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
     """Write ``document`` as JSON to ``path``: readers see the old file or the new, never a mix.
 
-    The temporary file lives in the same directory, so ``os.replace`` is a rename on one
-    file system (atomic on POSIX and Windows).
+    The temporary file lives in the same directory, so ``os.replace`` is a rename on one file
+    system (atomic on POSIX and Windows). It gets the mode a plain ``open`` would give (0644
+    under the usual umask), or the existing file's mode when it replaces one.
     """
     text = json.dumps(document, indent=2, allow_nan=False)
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed
@@ -271,23 +328,49 @@ def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(handle.name, _mode_for(path))
         os.replace(handle.name, path)
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
 
 
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def check_target(directory: Path, name: str) -> str | None:
+    """Why baseline ``name`` cannot be written, checked before any benchmark runs."""
+    try:
+        path = baseline_path(directory, name)
+    except BaselineError as exc:
+        return str(exc)
+    if path.is_symlink():
+        return f"{path} is a symbolic link; baselines are written only to regular files"
+    if path.exists() and not path.is_file():
+        return f"{path} exists and is not a regular file"
+    return check_writable(directory)
+
+
 def save(
     directory: Path,
     name: str,
-    results: Iterable[BenchResult],
+    new: Iterable[NewRun],
     environment: Mapping[str, Any],
-    left_out: Iterable[str] = (),
+    **options: Any,
 ) -> Path:
-    """Save ``results`` as baseline ``name``; returns the file written."""
+    """Save this session's runs into baseline ``name``, merged with what it held."""
     path = baseline_path(directory, name)
-    directory.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, build_document(name, results, environment, left_out))
+    problem = check_target(directory, name)
+    if problem:
+        raise BaselineError(problem)
+    document = build_document(name, new, environment, **options)
+    write_atomic(path, document)
     return path
 
 
@@ -381,13 +464,29 @@ def _baseline_from(path: Path, document: Any) -> Baseline:
     if len(entries) > MAX_BENCHMARKS:
         raise BaselineError(f"{len(entries)} benchmarks, more than the limit of {MAX_BENCHMARKS}")
     sides: dict[str, Side] = {}
+    raw: dict[str, dict[str, Any]] = {}
     for index, entry in enumerate(entries):
         side = _side_from(entry, index, environment, schema)
         if side.nodeid in sides:
             raise BaselineError(f"benchmark {side.nodeid!r} appears twice")
         sides[side.nodeid] = side
+        raw[side.nodeid] = entry if schema >= 3 else _upgraded(entry, side)
     left_out = [str(item) for item in section.get("left_out", []) if isinstance(item, str)]
-    return Baseline(path=path, environment=environment, sides=sides, left_out=left_out)
+    return Baseline(path=path, environment=environment, sides=sides, left_out=left_out, entries=raw)
+
+
+def _upgraded(entry: dict[str, Any], side: Side) -> dict[str, Any]:
+    """An older schema's entry in today's form, so a merged save keeps it loadable."""
+    stats = {k: v for k, v in entry.get("stats", {}).items() if k != "data"}
+    ours = entry.get(SECTION, {})
+    return {
+        **entry,
+        "stats": stats,
+        SECTION: {
+            "environment": ours.get("environment", {}),
+            "history": [run.to_json() for run in side.runs],
+        },
+    }
 
 
 def _numbers(value: Any, where: str) -> tuple[float, ...]:
@@ -412,16 +511,36 @@ def _side_from(entry: Any, index: int, environment: Mapping[str, Any], schema: i
     stats, ours, extra = entry.get("stats"), entry.get(SECTION, {}), entry.get("extra_info", {})
     if not isinstance(stats, dict) or not isinstance(ours, dict) or not isinstance(extra, dict):
         raise BaselineError(f"{where}: 'stats', 'extra_info' or {SECTION!r} is not an object")
+    runs = _runs(stats, ours, schema, where)
+    bench_env = ours.get("environment", {})
+    if not isinstance(bench_env, dict):
+        raise BaselineError(f"{where}: environment is not an object")
+    return _side(nodeid, runs, extra, {**environment, **bench_env})
+
+
+def _runs(
+    stats: Mapping[str, Any], ours: Mapping[str, Any], schema: int, where: str
+) -> tuple[RunSummary, ...]:
+    """The benchmark's kept runs; older schemas kept the rounds themselves instead."""
+    if schema >= 3:
+        history = ours.get("history")
+        if not isinstance(history, list) or not history:
+            raise BaselineError(f"{where}: 'history' is not a non-empty list of runs")
+        if len(history) > MAX_HISTORY:
+            raise BaselineError(f"{where}: {len(history)} runs, more than {MAX_HISTORY}")
+        try:
+            return tuple(RunSummary.from_json(run) for run in history)
+        except ValueError as exc:
+            raise BaselineError(f"{where}: history: {exc}") from None
     samples = _numbers(stats.get("data"), f"{where}: stats.data")
     if not samples:
         raise BaselineError(f"{where} has no samples")
     calibration = _numbers(ours.get("calibration", []), f"{where}: calibration")
     interleaved = _interleaved_entry(ours, schema, len(samples), len(calibration), where)
-    bench_env = ours.get("environment", {})
-    if not isinstance(bench_env, dict):
-        raise BaselineError(f"{where}: environment is not an object")
-    side = _side(nodeid, samples, calibration, extra, {**environment, **bench_env})
-    return replace(side, interleaved=interleaved)
+    run = summarize(samples, calibration if interleaved else (), "legacy" if interleaved else "")
+    if run is None:
+        raise BaselineError(f"{where} has no samples")
+    return (run,)
 
 
 def _interleaved_entry(
@@ -442,22 +561,20 @@ def _interleaved_entry(
 
 def _side(
     nodeid: str,
-    samples: tuple[float, ...],
-    calibration: tuple[float, ...],
+    runs: tuple[RunSummary, ...],
     extra: Mapping[str, Any],
     environment: Mapping[str, Any],
 ) -> Side:
     metric = str(extra.get("metric", "time"))
     value = extra.get(metric)
     if not isinstance(value, int | float) or isinstance(value, bool):
-        value = sorted(samples)[len(samples) // 2]
+        value = math.exp(runs[-1].raw.log)
     return Side(
         nodeid=nodeid,
-        samples=samples,
-        calibration=calibration,
+        runs=runs,
         metric=metric,
         unit=str(extra.get("unit", "s")),
-        higher_is_better=bool(extra.get("higher_is_better", False)),
+        higher_is_better=extra.get("higher_is_better", False) is True,
         value=float(value),
         environment=environment,
     )

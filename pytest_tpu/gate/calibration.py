@@ -1,15 +1,20 @@
-"""The gate's calibration kernel, timed round by round beside a benchmark.
+"""The gate's calibration kernel, timed right before every round of a benchmark.
 
-A shared machine's speed drifts on a timescale of seconds, within one process too, so a kernel
-timed only before and after a benchmark tells little about the rounds in between. Instead the
-kernel runs untimed-by-pytest-benchmark in ``pedantic``'s ``setup``, immediately before every
-round, timed with the benchmark's own timer: round ``i``'s ratio ``bench_i / ref_i`` then carries
-the work of the code under test with most of the machine's momentary speed divided out.
-``benchmark(fn)`` (automatic loops, no per-round hook) keeps the kernel before and after instead,
-marked as not interleaved.
+A shared machine's speed drifts within seconds, so the kernel is timed next to each round: round
+``i``'s ratio ``bench_i / ref_i`` then carries the work of the code under test with the machine's
+momentary speed divided out, wherever the kernel tracks the benchmark. Whether it does is decided
+later per benchmark (``compare.measure`` uses the ratios only where they are more certain than the
+raw rounds), so a kernel never makes a verdict worse.
 
-Never imports TensorFlow (only uses it when the test already did) and imports numpy only when a
-kernel is built.
+Both benchmark styles get the same treatment: pytest-benchmark runs every round, in ``pedantic``
+and in ``benchmark(fn)`` alike, through a runner made by the fixture instance's ``_make_runner``;
+wrapping that method on the one instance times the kernel before each runner call, the finest
+granularity pytest-benchmark has (one round of its ``iterations`` loops).
+
+The kernel suits the benchmark: on the benchmark's TensorFlow device for tests that use a device
+(or take milliseconds in a process that already loaded TensorFlow), a small numpy chain for
+numpy-sized work; it is repeated so that it takes about half a round, within bounds. Never imports
+TensorFlow; imports numpy only when a kernel is built.
 """
 
 from __future__ import annotations
@@ -22,16 +27,15 @@ from typing import Any
 Kernel = Callable[[], object]
 Timer = Callable[[], float]
 
-# Same kind of op as a typical TF benchmark (matmul then tanh, each step consuming the last), sized
-# to about 40 ms with one TF thread here: long enough that the timer's granularity and the call's
-# fixed cost are small, short enough to keep the session's length reasonable.
-TF_SIZE = 384
-TF_STEPS = 36
-# Pure-Python/numpy benchmarks are short; a kernel of a few milliseconds keeps their tests fast.
-NUMPY_SIZE = 96
-NUMPY_STEPS = 12
+NUMPY_SIZE = 32  # one numpy unit: about ten microseconds on one core
+NUMPY_STEPS = 2
+TF_SIZE = 128  # one TensorFlow unit: well under a millisecond, dispatch included
+TF_STEPS = 4
 WARM_CALLS = 3  # trace, compile and warm caches outside any measured round
-FALLBACK_ROUNDS = 8  # kernel timings before, and again after, a benchmark(fn) call
+KERNEL_SHARE = 0.5  # kernel time per round relative to the round
+MIN_KERNEL_S = 20e-6
+MAX_KERNEL_S = 0.02
+TF_MIN_ROUND_S = 0.002  # shorter rounds are numpy-sized: no TensorFlow kernel
 
 
 def _tf_kernel(device: str) -> Kernel:
@@ -40,17 +44,16 @@ def _tf_kernel(device: str) -> Kernel:
     with tf.device(device):
         x0 = tf.random.stateless_normal((TF_SIZE, TF_SIZE), seed=(1, 2))
         w = tf.random.stateless_normal((TF_SIZE, TF_SIZE), seed=(3, 4)) / TF_SIZE**0.5
-        count = tf.constant(TF_STEPS)
 
-    def steps_of(steps: Any) -> Any:
+    def steps() -> Any:
         with tf.device(device):
             x = x0
-            for _ in tf.range(steps):  # a loop in the graph: one step cannot be hoisted
+            for _ in range(TF_STEPS):  # each step consumes the last: nothing to hoist
                 x = tf.tanh(tf.matmul(x, w))
             return tf.reduce_sum(x)
 
-    chain = tf.function(steps_of)
-    return lambda: chain(count).numpy()
+    chain = tf.function(steps)
+    return lambda: chain().numpy()  # .numpy() waits for the device
 
 
 def _numpy_kernel() -> Kernel:
@@ -69,120 +72,96 @@ def _numpy_kernel() -> Kernel:
     return chain
 
 
+@dataclass
+class Built:
+    """A warmed kernel and how long one call of it takes."""
+
+    kind: str
+    call: Kernel
+    unit_s: float
+
+
 class Kernels:
-    """One warmed kernel per device for the whole session (building one costs a graph trace)."""
+    """One warmed kernel per kind for the whole session (a TF kernel costs a graph trace)."""
 
-    def __init__(self) -> None:
-        self._built: dict[str, Kernel] = {}
+    def __init__(self, timer: Timer) -> None:
+        self.timer = timer
+        self._built: dict[str, Built] = {}
 
-    def get(self, device: str | None) -> Kernel:
+    def choose(self, device: str | None, round_s: float) -> Built:
+        """The kernel for a benchmark on ``device`` whose rounds take about ``round_s``."""
         tf_loaded = "tensorflow" in sys.modules  # never import TensorFlow just to calibrate
-        key = f"tf:{device or 'cpu'}" if tf_loaded else "numpy"
-        if key not in self._built:
-            kernel = _tf_kernel(device or "/device:CPU:0") if tf_loaded else _numpy_kernel()
+        use_tf = tf_loaded and (device is not None or round_s >= TF_MIN_ROUND_S)
+        device = device or "/device:CPU:0"
+        # The size is part of the kind: ratios to different kernels are different units.
+        kind = (
+            f"tf:{device}:{TF_SIZE}x{TF_STEPS}" if use_tf else f"numpy:{NUMPY_SIZE}x{NUMPY_STEPS}"
+        )
+        if kind not in self._built:
+            call = _tf_kernel(device) if use_tf else _numpy_kernel()
             for _ in range(WARM_CALLS):
-                kernel()
-            self._built[key] = kernel
-        return self._built[key]
-
-
-def time_kernel(kernel: Kernel, timer: Timer, rounds: int) -> list[float]:
-    """``rounds`` timings of ``kernel`` with ``timer``."""
-    samples = []
-    for _ in range(rounds):
-        start = timer()
-        kernel()
-        samples.append(timer() - start)
-    return samples
+                call()
+            start = self.timer()
+            call()
+            self._built[kind] = Built(kind, call, max(self.timer() - start, 1e-7))
+        return self._built[kind]
 
 
 @dataclass
 class Recording:
-    """The kernel timings taken while one benchmark ran."""
+    """Kernel timings (seconds per kernel call) before each runner call of one benchmark.
 
-    samples: list[float] = field(default_factory=list)
-    interleaved: bool = False
-    warmup: int = 0
-
-    def aligned(self, rounds: int) -> list[float]:
-        """Per-round timings, one per measured round (warm-up rounds' timings dropped)."""
-        return self.samples[self.warmup : self.warmup + rounds]
-
-
-def _chained(
-    setup: Callable[[], Any] | None, kernel: Kernel, timer: Timer, out: list[float]
-) -> Any:
-    """``setup`` followed by one timed kernel call; returns what ``setup`` returned.
-
-    The kernel runs last, so it sits right next to the round it calibrates.
+    The first runner call has none: it tells how long a round takes, so the kernel can be chosen
+    and sized. The measured rounds are the last runner calls, so ``aligned`` takes the tail.
     """
 
-    def calibrated_setup() -> Any:
-        value = setup() if setup is not None else None
-        out.extend(time_kernel(kernel, timer, 1))
-        return value  # pytest-benchmark reads (args, kwargs) from it when truthy
+    timings: list[float | None] = field(default_factory=list)
+    kind: str = ""
 
-    return calibrated_setup
+    def aligned(self, rounds: int) -> list[float | None]:
+        tail = self.timings[-rounds:] if rounds else []
+        return [None] * (rounds - len(tail)) + tail
 
 
-def instrument(fixture: Any, kernel: Callable[[], Kernel], timer: Timer) -> Recording:
-    """Make ``fixture`` (a BenchmarkFixture) time the kernel beside its rounds.
+@dataclass
+class _Sized:
+    built: Built | None = None
+    reps: int = 1
 
-    Wraps the instance's ``pedantic`` (a kernel call in ``setup`` before every round) and
-    ``_raw``, the method ``benchmark(fn)`` runs (``__call__`` cannot be replaced per instance):
-    there the kernel runs before and after, the best that automatic loops allow.
-    """
+
+def _size(built: Built, round_s: float) -> int:
+    target = min(MAX_KERNEL_S, max(MIN_KERNEL_S, KERNEL_SHARE * round_s))
+    return max(1, round(target / built.unit_s))
+
+
+def instrument(fixture: Any, kernels: Kernels, device: str | None, timer: Timer) -> Recording:
+    """Make ``fixture`` (one BenchmarkFixture instance) time the kernel before every round."""
     record = Recording()
-    _wrap_pedantic(fixture, kernel, timer, record)
-    _wrap_raw(fixture, kernel, timer, record)
-    return record
-
-
-def _wrap_pedantic(
-    fixture: Any, kernel: Callable[[], Kernel], timer: Timer, rec: Recording
-) -> None:
-    original = fixture.pedantic
-
-    def pedantic(  # pytest-benchmark's signature, so positional calls keep working
-        target: Any,
-        args: Any = (),
-        kwargs: Any = None,
-        setup: Any = None,
-        teardown: Any = None,
-        rounds: int = 1,
-        warmup_rounds: int = 0,
-        iterations: int = 1,
-    ) -> Any:
-        # pytest-benchmark refuses a setup with iterations > 1; a disabled fixture has no rounds.
-        if iterations == 1 and not getattr(fixture, "disabled", False):
-            rec.interleaved, rec.warmup = True, warmup_rounds
-            setup = _chained(setup, kernel(), timer, rec.samples)
-        return original(
-            target,
-            args=args,
-            kwargs=kwargs,
-            setup=setup,
-            teardown=teardown,
-            rounds=rounds,
-            warmup_rounds=warmup_rounds,
-            iterations=iterations,
-        )
-
-    fixture.pedantic = pedantic
-
-
-def _wrap_raw(fixture: Any, kernel: Callable[[], Kernel], timer: Timer, rec: Recording) -> None:
-    original = getattr(fixture, "_raw", None)
+    original = getattr(fixture, "_make_runner", None)
     if not callable(original):
-        return
+        return record
+    sized = _Sized()
 
-    def raw(*args: Any, **kwargs: Any) -> Any:
-        if getattr(fixture, "disabled", False):
-            return original(*args, **kwargs)
-        before = time_kernel(kernel(), timer, FALLBACK_ROUNDS)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            rec.samples = before + time_kernel(kernel(), timer, FALLBACK_ROUNDS)
+    def make_runner(function: Any, args: Any, kwargs: Any) -> Any:
+        runner = original(function, args, kwargs)
 
-    fixture._raw = raw
+        def calibrated(loops_range: Any, timer_: Any = None) -> Any:
+            if sized.built is None:
+                record.timings.append(None)
+                result = runner(loops_range) if timer_ is None else runner(loops_range, timer_)
+                duration = result[0] if isinstance(result, tuple) else result
+                count = len(loops_range) if loops_range else 1
+                sized.built = kernels.choose(device, float(duration) / count)
+                sized.reps = _size(sized.built, float(duration))
+                record.kind = sized.built.kind
+                return result
+            start = timer()
+            for _ in range(sized.reps):
+                sized.built.call()
+            record.timings.append((timer() - start) / sized.reps)
+            return runner(loops_range) if timer_ is None else runner(loops_range, timer_)
+
+        return calibrated
+
+    fixture._make_runner = make_runner
+    return record

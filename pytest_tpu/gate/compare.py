@@ -1,33 +1,32 @@
-"""Verdicts of the regression gate: baseline vs current, per benchmark (plain data in and out).
+"""Verdicts of the regression gate: baseline history vs this run, per benchmark (plain data).
 
 A benchmark is compared only with the same benchmark (node id: test, device, parameters) in an
-environment that measures the same thing; other rows say why they were not compared. The verdict
-works on round times, where bigger is always worse, and the row reports the headline metric's
-change in its own direction (more TFLOP/s is better, a shorter epoch is better).
+environment that measures the same thing; other rows say why they were not compared. Everything is
+decided on round time (longer is worse): baseline, current and change in a row are all the
+location of the round times (the mean of the fastest half), and a row whose change is calibrated
+for machine drift says so and shows the drift.
+
+A row says ``slower`` only when the interval, which includes the measured between-session noise,
+makes a slowdown at least ``FAIL_CONFIDENCE`` likely and the estimate is at least half the
+threshold; it fails the gate when the interval also reaches the threshold. When the run cannot
+resolve the threshold the row is ``inconclusive`` and says the smallest change it could detect.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
-from pytest_tpu.gate.stats import Change, compare_samples
+from pytest_tpu.gate.history import RunSummary, noise_logs, sessions
+from pytest_tpu.gate.stats import Change, change
 
-# The practical threshold of the verdicts when no --fail-on-regression is given.
-DEFAULT_THRESHOLD = 0.05
-# Run-to-run spread allowance between sessions: an interval from one session's rounds does not
-# contain it, so the "could it reach the threshold" test allows twice this much. Raw round times
-# carry the machine's session-level speed offset (1-3 % here). Per-round ratios to the interleaved
-# calibration kernel cancel most of it but not all (a 384-wide kernel sped up about 1/1.2 as much
-# as a 512-wide workload when the machine drifted by 6 %): across 20 sessions of the gate
-# experiment one comparison's calibrated change had an SD of 0.65-0.9 %, hence 0.75 %.
-RUN_NOISE = 0.01
-CALIBRATED_RUN_NOISE = 0.0075
-# Environment fields that change what a benchmark measures: compared only when both sides have
-# them. The CPU model matters only for CPU benchmarks (it is the device model there).
+DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression is given
+FAIL_CONFIDENCE = 0.99  # how sure "slower" must be
+MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called drift
 KEY_FIELDS = (
     "accelerator",
     "device",
@@ -38,27 +37,32 @@ KEY_FIELDS = (
     "batch_size",
     "workload_size",
     "threads",
+    "timer",
 )
 VERDICTS = ("slower", "faster", "unchanged", "inconclusive")
-# Below this many rounds on either side a bootstrap interval is an artefact of the few values
-# drawn (seen here: 2-round CNN epochs "100% sure" 8-16% slower on unchanged code), so such a
-# benchmark is reported inconclusive and never fails the gate.
-MIN_ROUNDS = 5
+MODES = ("raw", "calibrated")
 
 
 @dataclass(frozen=True)
 class Side:
-    """One benchmark's measurements on one side of a comparison."""
+    """One benchmark's measurements on one side: its runs, oldest first, and its fields.
+
+    For the current session ``runs`` holds this run (and --measure-noise repetitions);
+    ``confirm`` holds the re-measurement of a benchmark the gate was about to fail.
+    """
 
     nodeid: str
-    samples: tuple[float, ...]
-    calibration: tuple[float, ...] = ()
-    interleaved: bool = False  # calibration timed right before each round, aligned with samples
+    runs: tuple[RunSummary, ...]
     metric: str = "time"
     unit: str = "s"
     higher_is_better: bool = False
     value: float | None = None
     environment: Mapping[str, Any] = field(default_factory=dict)
+    confirm: RunSummary | None = None
+
+    @property
+    def latest(self) -> RunSummary:
+        return sessions(self.runs)[-1] if sessions(self.runs) else self.runs[-1]
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,9 @@ class Row:
     """One line of the comparison table.
 
     ``status`` is ``compared``, ``new`` (current run only), ``missing`` (baseline only),
-    ``failed`` (failed in this run) or ``incompatible`` (``reason`` says why). ``change``/``low``/
-    ``high`` are the headline metric's relative change; ``slowdown`` is the round time's.
+    ``failed`` (failed in this run) or ``incompatible`` (``reason`` says why). ``base_value`` and
+    ``current_value`` are round-time locations in seconds; ``change``/``low``/``high`` the round
+    time's relative change and interval, calibrated when ``calibrated``.
     """
 
     nodeid: str
@@ -81,21 +86,22 @@ class Row:
     change: float | None = None
     low: float | None = None
     high: float | None = None
-    slowdown: float | None = None
     confidence: float | None = None
+    detectable: float | None = None
     regression: bool = False
     forced: bool = False
     calibrated: bool = False
     machine: float | None = None
+    noise_source: str = ""
+    confirmed: bool | None = None  # None: no re-measurement was needed
     reason: str = ""
+
+    @property
+    def slowdown(self) -> float | None:
+        return self.change
 
 
 comparison_key = pytest.StashKey[list[Row]]()
-
-
-def time_threshold(threshold: float, higher_is_better: bool) -> float:
-    """A metric threshold as a round-time slowdown (a 5 % TFLOP/s loss is 5.26 % more time)."""
-    return 1 / (1 - threshold) - 1 if higher_is_better else threshold
 
 
 def incompatibility(base: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
@@ -110,37 +116,100 @@ def incompatibility(base: Mapping[str, Any], current: Mapping[str, Any]) -> str 
     return None
 
 
-def verdict(change: Change, threshold: float) -> str:
-    """``slower``/``faster`` need significance and an effect of at least half the threshold."""
-    floor = threshold / 2
-    if change.low > 0 and change.estimate >= floor:
-        return "slower"
-    if change.high < 0 and change.estimate <= -floor:
-        return "faster"
-    if change.low > -threshold and change.high < threshold:
-        return "unchanged"
-    return "inconclusive"
+# --------------------------------------------------------------------------- measuring
 
 
-def is_regression(change: Change, threshold: float) -> bool:
-    """Slower, and consistent with reaching the threshold once run-to-run noise is allowed.
+@dataclass(frozen=True)
+class Measured:
+    """The change of one comparison in the mode chosen, with the machine's own drift."""
 
-    Failing only when the whole interval lies above the threshold would miss half of the changes
-    that sit right at it; failing on significance alone would fail changes far below it.
+    change: Change
+    mode: str
+    machine: Change | None
+
+
+def _mode_change(base: Side, current: RunSummary, mode: str) -> Change | None:
+    runs = sessions(base.runs) or list(base.runs)
+    history = [getattr(run, mode) for run in runs]
+    now = getattr(current, mode)
+    if now is None or any(part is None for part in history):
+        return None
+    if mode == "calibrated" and {run.kernel_kind for run in runs} != {current.kernel_kind}:
+        return None  # ratios to different kernels are different units
+    extra = noise_logs(base.runs, mode)
+    if extra and len(runs) == 1:
+        extra.append(history[0].log)
+    return change(history, now, extra)
+
+
+def measure(base: Side, current: RunSummary) -> Measured | None:
+    """Raw and calibrated changes; the calibrated one is used only where it is more certain.
+
+    Calibration divides out the machine's drift only as far as the kernel tracks this
+    benchmark; where it does not, its ratios are noisier than the raw rounds and lose.
     """
-    noise = CALIBRATED_RUN_NOISE if change.calibrated else RUN_NOISE
-    return verdict(change, threshold) == "slower" and change.high + 2 * noise >= threshold
+    candidates = [
+        (found, mode) for mode in MODES if (found := _mode_change(base, current, mode)) is not None
+    ]
+    if not candidates:
+        return None
+    best, mode = min(candidates, key=lambda pair: (pair[0].se, MODES.index(pair[1])))
+    return Measured(best, mode, _machine(base, current))
 
 
-def _metric_change(change: Change, higher_is_better: bool) -> tuple[float, float, float]:
-    """The headline metric's change and interval, from the round time's."""
-    if not higher_is_better:
-        return change.estimate, change.low, change.high
+def _machine(base: Side, current: RunSummary) -> Change | None:
+    runs = sessions(base.runs) or list(base.runs)
+    kernels = [run.kernel for run in runs if run.kernel_kind == current.kernel_kind]
+    if current.kernel is None or len(kernels) != len(runs) or not kernels:
+        return None
+    return change([k for k in kernels if k is not None], current.kernel)
 
-    def inverse(x: float) -> float:
-        return 1 / (1 + x) - 1
 
-    return inverse(change.estimate), inverse(change.high), inverse(change.low)
+# --------------------------------------------------------------------------- deciding
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: str
+    regression: bool
+    reason: str = ""
+
+
+def decide(measured: Measured, threshold: float) -> Decision:
+    """The verdict of one measured change against ``threshold`` (a round-time slowdown)."""
+    found = measured.change
+    floor = threshold / 2
+    if found.p_slower >= FAIL_CONFIDENCE and found.estimate >= floor:
+        drift = _drift_explains(measured)
+        if drift:
+            return Decision("inconclusive", False, drift)
+        return Decision("slower", found.high >= threshold)
+    if found.p_slower <= 1 - FAIL_CONFIDENCE and found.estimate <= -floor:
+        return Decision("faster", False)
+    if found.high < threshold and found.low > -threshold:
+        return Decision("unchanged", False)
+    return Decision("inconclusive", False, _unresolved(found, threshold))
+
+
+def _drift_explains(measured: Measured) -> str:
+    """Why a raw slowdown cannot be told from the machine's own, or "" when it can."""
+    machine = measured.machine
+    if measured.mode != "raw" or machine is None or machine.p_slower < MACHINE_CONFIDENCE:
+        return ""
+    if measured.change.low > machine.high:
+        return ""
+    return (
+        f"the machine itself measured {machine.estimate:+.1%} slower than at the baseline "
+        "(calibration kernel); a raw change this size cannot be told from that drift"
+    )
+
+
+def _unresolved(found: Change, threshold: float) -> str:
+    detectable = "no estimate" if math.isinf(found.detectable) else f"{found.detectable:.1%}"
+    return (
+        f"cannot resolve a {threshold:.1%} change here: the smallest slowdown this comparison "
+        f"catches 4 times in 5 is {detectable} (noise: {found.source})"
+    )
 
 
 def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row:
@@ -149,48 +218,83 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
     common = _common(current, base)
     if reason and not force:
         return Row(status="incompatible", reason=reason, **common)
-    rounds = min(len(base.samples), len(current.samples))
-    if rounds < MIN_ROUNDS:
-        return Row(
-            status="compared",
-            verdict="inconclusive",
-            reason=f"{rounds} rounds: too few to decide (needs {MIN_ROUNDS} on each side)",
-            **common,
-        )
-    change = compare_samples(
-        base.samples,
-        current.samples,
-        base.calibration,
-        current.calibration,
-        paired=base.interleaved and current.interleaved,
-    )
-    limit = time_threshold(threshold, current.higher_is_better)
-    metric, low, high = _metric_change(change, current.higher_is_better)
+    measured = measure(base, current.latest)
+    if measured is None:
+        return Row(status="compared", verdict="inconclusive", reason="no samples", **common)
+    decision = decide(measured, threshold)
+    row = _row(measured, decision, common, forced=bool(reason))
+    if reason:
+        why = f"compared anyway (--compare-force): {reason}"
+        row = replace(row, reason=f"{why}; {row.reason}" if row.reason else why)
+    if row.regression and current.confirm is not None:
+        row = _confirmed(row, base, current.confirm, threshold)
+    return row
+
+
+def _row(measured: Measured, decision: Decision, common: dict[str, Any], forced: bool) -> Row:
+    found, machine = measured.change, measured.machine
     return Row(
         status="compared",
-        verdict=verdict(change, limit),
-        change=metric,
-        low=low,
-        high=high,
-        slowdown=change.estimate,
-        confidence=change.p_slower,
-        regression=is_regression(change, limit),
-        forced=bool(reason),
-        calibrated=change.calibrated,
-        machine=change.machine,
-        reason=f"compared anyway (--compare-force): {reason}" if reason else "",
+        verdict=decision.verdict,
+        change=found.estimate,
+        low=found.low,
+        high=found.high,
+        confidence=found.p_slower,
+        detectable=found.detectable,
+        regression=decision.regression,
+        forced=forced,
+        calibrated=measured.mode == "calibrated",
+        machine=None if machine is None else machine.estimate,
+        noise_source=found.source,
+        reason=decision.reason,
         **common,
     )
+
+
+def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
+    """A regression stands only if a re-measurement in fresh rounds agrees."""
+    measured = measure(base, again)
+    second = None if measured is None else decide(measured, threshold)
+    first_text = f"first {first.change:+.1%} [{first.low:+.1%}, {first.high:+.1%}]"
+    if measured is None or second is None or not second.regression:
+        again_text = "no samples" if measured is None else _change_text(measured.change)
+        return replace(
+            first,
+            verdict="inconclusive",
+            regression=False,
+            confirmed=False,
+            reason=f"not confirmed by a re-measurement: {first_text}, again {again_text}",
+        )
+    row = _row(measured, second, _common_of(first), first.forced)
+    return replace(
+        row, confirmed=True, reason=f"confirmed by a re-measurement in fresh rounds ({first_text})"
+    )
+
+
+def _change_text(found: Change) -> str:
+    return f"{found.estimate:+.1%} [{found.low:+.1%}, {found.high:+.1%}]"
+
+
+def _common_of(row: Row) -> dict[str, Any]:
+    keys = ("nodeid", "metric", "unit", "higher_is_better", "base_value", "current_value")
+    return {key: getattr(row, key) for key in keys}
+
+
+def _location(side: Side | None, history: bool) -> float | None:
+    if side is None or not side.runs:
+        return None
+    runs = (sessions(side.runs) or list(side.runs)) if history else [side.latest]
+    return math.exp(math.fsum(run.raw.log for run in runs) / len(runs))
 
 
 def _common(current: Side, base: Side | None) -> dict[str, Any]:
     return {
         "nodeid": current.nodeid,
-        "metric": current.metric,
-        "unit": current.unit,
-        "higher_is_better": current.higher_is_better,
-        "base_value": base.value if base else None,
-        "current_value": current.value,
+        "metric": "time",
+        "unit": "s",
+        "higher_is_better": False,
+        "base_value": _location(base, history=True),
+        "current_value": _location(current, history=False),
     }
 
 
@@ -210,24 +314,19 @@ def compare_runs(
         else Row(status="new", **_common(side, None))
         for key, side in current.items()
     ]
-    for key in failed:
-        old = base.get(key)
-        rows.append(Row(nodeid=key, status="failed", base_value=old.value if old else None))
+    for key in sorted(failed):
+        rows.append(Row(nodeid=key, status="failed", base_value=_location(base.get(key), True)))
     for key, side in base.items():
         if key not in current and key not in failed:
-            rows.append(
-                Row(
-                    nodeid=key,
-                    status="missing",
-                    metric=side.metric,
-                    unit=side.unit,
-                    higher_is_better=side.higher_is_better,
-                    base_value=side.value,
-                )
-            )
+            rows.append(Row(nodeid=key, status="missing", base_value=_location(side, True)))
     return rows
 
 
 def regressions(rows: Iterable[Row]) -> list[Row]:
     """The rows that fail the gate."""
     return [row for row in rows if row.regression]
+
+
+def compared(rows: Sequence[Row]) -> list[Row]:
+    """The rows that were actually measured against a baseline."""
+    return [row for row in rows if row.status == "compared"]

@@ -1,48 +1,42 @@
 """Baselines and the regression gate as a pytest plugin object (registered only when used).
 
-At session start the baseline directory must be writable (``--save-baseline``) and the compared
-baseline must exist and load (``--compare``): usage errors before any benchmark runs. Before each
-round of a benchmark the gate times a fixed calibration kernel with the benchmark's own timer
-(``pytest_tpu.gate.calibration``), and decides on the per-round ratios, so a machine that is slower
-today as a whole is not mistaken for a regression. At session end the controller
-(never an xdist worker) saves, compares and decides the exit status; the terminal summary only
-prints what was decided.
+At session start everything that can be checked is checked: the baseline to compare with loads,
+the baseline to save can be written, --fail-on-regression has something to compare with. While
+the benchmarks run, a calibration kernel is timed before every round (``calibration``). A
+benchmark the gate is about to fail is measured again right away, in fresh rounds
+(``remeasure``); it fails only if that agrees. At session end the controller (never an xdist
+worker) compares, decides the exit status and saves, each step on its own so that one failing
+never takes the others down; the terminal summary only prints what was decided.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from pytest_tpu.gate import baseline as store
-from pytest_tpu.gate import calibration
-from pytest_tpu.gate.compare import Row, compare_runs, comparison_key, regressions
-from pytest_tpu.gate.stats import (
-    compare_samples,
-    detectable_slowdown,
-    relative_spread,
-    run_locations,
-)
-from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
-from pytest_tpu.results import REPORT_ATTR, BenchResult, results_key
+from pytest_tpu.gate import calibration, remeasure
+from pytest_tpu.gate.compare import Row, compare_one, compare_runs, comparison_key, regressions
+from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, summarize
+from pytest_tpu.gate.lines import comparison_lines, gate_lines, noise_line
+from pytest_tpu.gate.stats import relative_spread
+from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
+from pytest_tpu.results import BenchResult, results_key
+from pytest_tpu.session import session_key
 
-NOISE_ATTR = "pytest_tpu_noise"
 NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run included
-_SAVE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-noise_key = pytest.StashKey[list[dict[str, Any]]]()
-
-
-def _settings(config: pytest.Config) -> Settings:
-    from pytest_tpu.session import session_key
-
-    return config.stash[session_key].settings
+_DONE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+recording_key = pytest.StashKey[calibration.Recording]()
+rerun_key = pytest.StashKey[str]()  # set while a benchmark is measured again: its label
 
 
 def _timer(config: pytest.Config) -> Callable[[], float]:
-    """pytest-benchmark's timer (``--benchmark-timer``), so calibration and rounds agree."""
+    """pytest-benchmark's timer (``--benchmark-timer``), so the kernel and rounds agree."""
     try:
         option = config.getoption("benchmark_timer")
     except ValueError:
@@ -50,12 +44,22 @@ def _timer(config: pytest.Config) -> Callable[[], float]:
     return getattr(option, "target", time.perf_counter)
 
 
-def _noise_results(reports: list[pytest.TestReport]) -> list[dict[str, Any]]:
-    return [
-        getattr(report, REPORT_ATTR)
-        for report in reports
-        if report.when == "call" and getattr(report, REPORT_ATTR, None) is not None
-    ]
+@dataclass
+class Measurements:
+    """What the session's reports carried besides the results: kernels, repeats, confirmations."""
+
+    calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
+    noise: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    confirm: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _summary(result: BenchResult, calibration: dict[str, Any] | None, **kw: Any) -> RunSummary:
+    timings = (calibration or {}).get("timings") or []
+    kind = str((calibration or {}).get("kind", ""))
+    aligned = timings if len(timings) == len(result.samples) else []
+    run = summarize(result.samples, aligned, kind, **kw)
+    assert run is not None  # passed results have samples
+    return run
 
 
 class GatePlugin:
@@ -63,28 +67,32 @@ class GatePlugin:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.settings = _settings(config)
+        self.settings: Settings = config.stash[session_key].settings
         self.worker = hasattr(config, "workerinput")
         self.baseline: store.Baseline | None = None
-        self.ready = False
         self.lines: list[str] = []
-        self.noise: dict[str, list[BenchResult]] = {}
-        self.kernels = calibration.Kernels()
+        self.seen = Measurements()
+        self.kernels = calibration.Kernels(_timer(config))
+        self.when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.ready = False
 
     # ------------------------------------------------------------------ session start
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Usage errors before any benchmark runs: unwritable directory, unusable baseline."""
-        if self.worker:
-            return
-        directory = self.settings.baseline_dir
-        if self.settings.save_baseline:
-            problem = store.check_writable(directory)
+        """Usage errors before any benchmark runs; workers load the baseline to confirm."""
+        settings = self.settings
+        if settings.fail_on_regression is not None and not settings.compare:
+            raise pytest.UsageError(
+                "--fail-on-regression needs something to compare with: add --compare=NAME "
+                "(a baseline saved with --save-baseline=NAME)"
+            )
+        if settings.save_baseline and not self.worker:
+            problem = store.check_target(settings.baseline_dir, settings.save_baseline)
             if problem:
-                raise pytest.UsageError(f"--save-baseline: {problem}")
-        if self.settings.compare:
-            self.baseline = self._load(self.settings.compare)
+                raise pytest.UsageError(f"--save-baseline={settings.save_baseline}: {problem}")
+        if settings.compare:
+            self.baseline = self._load(settings.compare)
         self.ready = True
 
     def _load(self, name: str) -> store.Baseline:
@@ -103,128 +111,266 @@ class GatePlugin:
     # ------------------------------------------------------------------ per benchmark
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-        """With --measure-noise, run each benchmark again in fresh, unlogged runs first."""
-        if self.settings.measure_noise and "benchmark" in getattr(item, "fixturenames", ()):
-            # pytest has no public way to run a test without logging it; pytest-rerunfailures
-            # uses the same function for the same reason.
-            from _pytest.runner import runtestprotocol
-
-            runs: list[dict[str, Any]] = []
-            for _ in range(NOISE_RUNS - 1):
-                # Tear down as far as before the next test: the test's own fixtures are fresh
-                # each run, wider ones survive when the next test shares them.
-                runs.extend(_noise_results(runtestprotocol(item, nextitem=nextitem, log=False)))
-            item.stash[noise_key] = runs
-        return (yield)
-
-    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """Time the calibration kernel beside the benchmark's rounds, on the benchmark's device."""
-        funcargs = getattr(item, "funcargs", {})
+        """Time the calibration kernel before every round, on the benchmark's device."""
+        funcargs = getattr(item, "funcargs", None) or {}
         fixture = funcargs.get("benchmark")
-        if fixture is None or not callable(getattr(fixture, "pedantic", None)):
+        if fixture is None or getattr(fixture, "disabled", False):
             return (yield)
         devices = getattr(funcargs.get("accelerator"), "devices", ())
-        device = devices[0] if devices else None
-        timer = getattr(fixture, "_timer", None) or _timer(self.config)
-        record = calibration.instrument(fixture, lambda: self.kernels.get(device), timer)
-        try:
-            return (yield)
-        finally:
-            _store_calibration(fixture, record)
+        device = str(devices[0]) if devices else None
+        label = item.stash.get(rerun_key, "")
+        if label:  # pytest-benchmark's own table and JSON name the repetition apart
+            fixture.name = f"{fixture.name} ({label})"
+            fixture.fullname = f"{fixture.fullname} ({label})"
+        timer = getattr(fixture, "_timer", None) or self.kernels.timer
+        item.stash[recording_key] = calibration.instrument(fixture, self.kernels, device, timer)
+        return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Carry the noise runs on the call report, so they cross pytest-xdist too."""
+        """Carry the kernel timings on the call report, so they cross pytest-xdist too."""
         report = yield
-        if call.when == "call" and noise_key in item.stash:
-            setattr(report, NOISE_ATTR, item.stash[noise_key])
+        record = item.stash.get(recording_key, None)
+        if call.when == "call" and record is not None:
+            fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
+            stats = getattr(getattr(fixture, "stats", None), "stats", None)
+            rounds = len(getattr(stats, "data", ()))
+            data = {"timings": record.aligned(rounds), "kind": record.kind}
+            setattr(report, remeasure.CALIBRATION_ATTR, data)
+            del item.stash[recording_key]
         return report
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        """Run a benchmark, repeating it for --measure-noise or to confirm a regression."""
+        if "benchmark" not in getattr(item, "fixturenames", ()):
+            return None
+        if not self.settings.measure_noise and not self._may_fail(item):
+            return None
+        noise = self._noise_runs(item, nextitem)
+        reports = remeasure.run_unlogged(item, nextitem)
+        report = remeasure.call_report(reports)
+        if report is not None:
+            if noise:
+                setattr(report, remeasure.NOISE_ATTR, noise)
+            self._confirm_if_failing(item, nextitem, reports, report)
+        remeasure.log_reports(item, reports)
+        return True
+
+    def _may_fail(self, item: pytest.Item) -> bool:
+        base = self.baseline
+        return self.settings.fail_on_regression is not None and (
+            base is not None and item.nodeid in base.sides
+        )
+
+    def _noise_runs(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[Any]:
+        if not self.settings.measure_noise:
+            return []
+        runs = []
+        for index in range(NOISE_RUNS - 1):
+            item.stash[rerun_key] = f"noise run {index + 2}"
+            try:
+                found = remeasure.measurement(remeasure.run_unlogged(item, nextitem))
+            finally:
+                del item.stash[rerun_key]
+            if found is not None:
+                runs.append(found)
+        return runs
+
+    def _confirm_if_failing(
+        self,
+        item: pytest.Item,
+        nextitem: pytest.Item | None,
+        reports: list[pytest.TestReport],
+        report: pytest.TestReport,
+    ) -> None:
+        first = remeasure.measurement(reports)
+        if first is None or not self._may_fail(item) or not self._fails(first):
+            return
+        item.stash[rerun_key] = "confirmation"
+        try:
+            again = remeasure.measurement(remeasure.run_unlogged(item, nextitem))
+        finally:
+            del item.stash[rerun_key]
+        if again is not None:
+            setattr(report, remeasure.CONFIRM_ATTR, again)
+
+    def _fails(self, found: dict[str, Any]) -> bool:
+        """Whether one measurement alone would fail the gate (decides a confirmation)."""
+        assert self.baseline is not None
+        result = BenchResult.from_json(found["result"])
+        side = store.side_of(result, self._environment(), [_summary(result, found["calibration"])])
+        row = compare_one(self.baseline.sides[result.nodeid], side, self._threshold(), False)
+        return row.regression
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        runs = getattr(report, NOISE_ATTR, None)
-        if runs and report.when == "call":
-            self.noise[report.nodeid] = [BenchResult.from_json(run) for run in runs]
+        if report.when != "call":
+            return
+        for attr, bucket in (
+            (remeasure.CALIBRATION_ATTR, self.seen.calibration),
+            (remeasure.NOISE_ATTR, self.seen.noise),
+            (remeasure.CONFIRM_ATTR, self.seen.confirm),
+        ):
+            value = getattr(report, attr, None)
+            if value:
+                bucket[report.nodeid] = value
 
     # ------------------------------------------------------------------ session end
 
+    def _threshold(self) -> float:
+        return (self.settings.fail_on_regression or 5.0) / 100
+
+    def _environment(self) -> dict[str, Any]:
+        if not hasattr(self, "_env"):
+            self._env = store.session_environment(self.config.rootpath)
+        return self._env
+
+    def _runs(self, result: BenchResult) -> list[RunSummary]:
+        """This session's runs of a benchmark: the run, then --measure-noise repetitions."""
+        commit = self._environment().get("commit")
+        runs = [_summary(result, self.seen.calibration.get(result.nodeid), when=self.when)]
+        for extra in self.seen.noise.get(result.nodeid, []):
+            again = BenchResult.from_json(extra["result"])
+            runs.append(_summary(again, extra.get("calibration"), when=self.when, source="noise"))
+        return [replace(run, commit=commit) for run in runs]
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Save, compare and decide; the controller only, and only after a completed run."""
+        """Compare, decide and save; the controller only, and only after a completed run."""
         if self.worker or not self.ready:
             return
-        if session.exitstatus not in _SAVE_STATUSES:
+        if session.exitstatus not in _DONE_STATUSES:
             self.lines.append("session interrupted: no baseline saved, nothing compared")
             return
         results = self.config.stash[results_key]
-        environment = store.session_environment(self.config.rootpath)
+        steps: list[tuple[str, Callable[[], None]]] = []
         if self.baseline is not None:
-            self._compare(session, results.passed, results.failed, environment)
-        elif self.settings.fail_on_regression is not None:
-            self.lines.append("--fail-on-regression has nothing to check: no --compare given")
+            steps.append(("compare", lambda: self._compare(session, results)))
         if self.settings.save_baseline:
-            self._save(results.passed, results.failed, environment)
+            steps.append(("save", lambda: self._save(session, results)))
         if self.settings.measure_noise:
-            self._report_noise(results.passed)
+            steps.append(("noise", lambda: self._report_noise(results.passed)))
+        for name, step in steps:
+            try:
+                step()
+            except Exception as exc:  # one failing step must not take the others down
+                self.lines.append(f"pytest-tpu: the {name} step failed: {exc!r}")
+                if name == "save":
+                    self._save_failed(session)
 
-    def _save(
-        self, passed: list[BenchResult], failed: list[BenchResult], environment: dict[str, Any]
-    ) -> None:
-        name = self.settings.save_baseline or ""
-        if not passed:
-            self.lines.append(f"no benchmark passed: baseline {name!r} not saved")
-            return
-        left_out = [result.nodeid for result in failed]
-        try:
-            path = store.save(self.settings.baseline_dir, name, passed, environment, left_out)
-        except (OSError, store.BaselineError) as exc:
-            self.lines.append(f"baseline {name!r} NOT saved: {exc}")
-            return
-        self.lines.append(f"saved baseline {name!r}: {len(passed)} benchmarks in {path}")
-        for result in failed:
-            self.lines.append(f"  left out (failed): {result.nodeid}: {result.error}")
-
-    def _compare(
-        self,
-        session: pytest.Session,
-        passed: list[BenchResult],
-        failed: list[BenchResult],
-        environment: dict[str, Any],
-    ) -> None:
+    def _compare(self, session: pytest.Session, results: Any) -> None:
         assert self.baseline is not None
-        threshold = (self.settings.fail_on_regression or 5.0) / 100
-        current = {result.nodeid: store.side_of(result, environment) for result in passed}
+        env = self._environment()
+        current = {}
+        for result in results.passed:
+            confirm = self.seen.confirm.get(result.nodeid)
+            again = None
+            if confirm is not None:
+                repeat = BenchResult.from_json(confirm["result"])
+                again = _summary(repeat, confirm.get("calibration"))
+            current[result.nodeid] = store.side_of(result, env, self._runs(result), again)
         rows = compare_runs(
             self.baseline.sides,
             current,
-            threshold=threshold,
+            threshold=self._threshold(),
             force=self.settings.compare_force,
-            failed=[result.nodeid for result in failed],
+            failed=[result.nodeid for result in results.failed],
         )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(str(self.baseline.path), rows)
-        failing = regressions(rows)
         if self.settings.fail_on_regression is not None:
-            name = self.settings.compare
-            self.lines += gate_lines(failing, self.settings.fail_on_regression, name)
-            if failing and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = REGRESSION_EXIT_CODE
-        # After the verdict, so the profiler's re-run never touches this session's timings.
-        from pytest_tpu.profiling import profile_regressions
+            self._decide(session, rows)
 
-        profile_regressions(self.config, [row.nodeid for row in failing])
+    def _decide(self, session: pytest.Session, rows: list[Row]) -> None:
+        threshold = self.settings.fail_on_regression or 5.0
+        self.lines += gate_lines(rows, threshold, self.settings.compare)
+        failing = regressions(rows)
+        if failing and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = REGRESSION_EXIT_CODE
+        self.config.stash[verdict_key] = "failed" if failing else "passed"
+        if failing and self.settings.profile_regressions is not None:
+            # After the verdict, so the profiler's re-run never touches this session's timings.
+            from pytest_tpu.profiling import profile_regressions
+
+            profile_regressions(self.config, [row.nodeid for row in failing])
+
+    def _save(self, session: pytest.Session, results: Any) -> None:
+        name = self.settings.save_baseline or ""
+        if not results.passed:
+            self.lines.append(f"no benchmark passed: baseline {name!r} NOT saved")
+            self._save_failed(session)
+            return
+        directory = self.settings.baseline_dir
+        previous = self._previous(name)
+        new = [store.NewRun(result, tuple(self._runs(result))) for result in results.passed]
+        try:
+            path = store.save(
+                directory,
+                name,
+                new,
+                self._environment(),
+                left_out=[result.nodeid for result in results.failed],
+                previous=previous,
+                keep=self.settings.baseline_history or DEFAULT_KEEP,
+                machine_info=self._benchmark_info("machine"),
+                commit_info=self._benchmark_info("commit"),
+            )
+        except (OSError, store.BaselineError) as exc:
+            self.lines.append(f"baseline {name!r} NOT saved: {exc}")
+            self._save_failed(session)
+            return
+        self.lines.append(f"saved baseline {name!r}: {len(new)} benchmarks in {path}")
+        for result in results.failed:
+            self.lines.append(f"  left out (failed): {result.nodeid}: {result.error}")
+
+    def _previous(self, name: str) -> store.Baseline | None:
+        """The baseline being added to; an unreadable one is kept aside, never overwritten."""
+        path = store.baseline_path(self.settings.baseline_dir, name)
+        if not path.is_file():
+            return None
+        try:
+            return store.load(path)
+        except store.BaselineError as exc:
+            aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
+            path.rename(aside)
+            self.lines.append(f"baseline {name!r} could not be read ({exc}); kept as {aside}")
+            return None
+
+    def _benchmark_info(self, kind: str) -> dict[str, Any] | None:
+        """machine_info / commit_info from pytest-benchmark's own hooks, as its saves have."""
+        hook = self.config.hook
+        try:
+            if kind == "machine":
+                info = hook.pytest_benchmark_generate_machine_info(config=self.config)
+                hook.pytest_benchmark_update_machine_info(config=self.config, machine_info=info)
+            else:
+                info = hook.pytest_benchmark_generate_commit_info(config=self.config)
+                hook.pytest_benchmark_update_commit_info(config=self.config, commit_info=info)
+        except Exception:  # pytest-benchmark absent or a hook failing: a stand-in is used
+            return None
+        return info if isinstance(info, dict) else None
+
+    def _save_failed(self, session: pytest.Session) -> None:
+        if session.exitstatus in (pytest.ExitCode.OK, REGRESSION_EXIT_CODE):
+            session.exitstatus = SAVE_FAILED_EXIT_CODE
+        self.lines.append(f"--save-baseline failed: exit code {SAVE_FAILED_EXIT_CODE}")
 
     def _report_noise(self, passed: list[BenchResult]) -> None:
-        self.lines.append(
-            "noise: run-to-run spread of each benchmark within this session "
-            "(between sessions the machine's speed drifts more; per-round calibration cancels "
-            "most of that drift)"
-        )
+        self.lines.append("noise: run-to-run spread of each benchmark within this session")
         for result in passed:
-            runs = [*self.noise.get(result.nodeid, []), result]
-            self.lines.append(_noise_line(result.nodeid, runs))
+            runs = self._runs(result)
+            raw = [run.raw.value for run in runs]
+            cal = [run.calibrated.value for run in runs if run.calibrated is not None]
+            self.lines.append(
+                noise_line(
+                    result.nodeid,
+                    relative_spread(raw) if len(raw) >= 2 else None,
+                    relative_spread(cal) if len(cal) == len(raw) >= 2 else None,
+                    len(runs),
+                )
+            )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -239,79 +385,4 @@ class GatePlugin:
             terminalreporter.write_line(f"pytest-tpu: could not print the gate summary: {exc}")
 
 
-def _store_calibration(fixture: Any, record: calibration.Recording) -> None:
-    """Put the kernel timings in extra_info, per round only when they align with the rounds."""
-    if not record.samples:
-        return
-    stats = getattr(getattr(fixture, "stats", None), "stats", None)
-    rounds = len(getattr(stats, "data", ()))
-    samples = record.aligned(rounds) if record.interleaved else record.samples
-    fixture.extra_info[store.CALIBRATION_KEY] = samples
-    fixture.extra_info[store.INTERLEAVED_KEY] = record.interleaved and len(samples) == rounds
-
-
-def _noise_line(nodeid: str, runs: list[BenchResult]) -> str:
-    usable = [run for run in runs if len(run.samples) >= 2]
-    if len(usable) < 2:
-        return f"  {nodeid}: fewer than two runs with samples; no estimate"
-    samples = [run.samples for run in usable]
-    calibrations = [tuple(run.extra_info.get(store.CALIBRATION_KEY) or ()) for run in usable]
-    paired = all(store.side_of(run, {}).interleaved for run in usable)
-    raw = relative_spread(run_locations(samples))
-    spread = relative_spread(run_locations(samples, calibrations, paired=paired)) if paired else raw
-    pair = compare_samples(samples[0], samples[1], *calibrations[:2], paired=paired)
-    smallest = detectable_slowdown(spread, pair.width)
-    measured = (
-        f"raw spread {raw:.1%}, calibrated spread {spread:.2%}"
-        if paired
-        else (f"run-to-run spread {raw:.1%} (not calibrated per round)")
-    )
-    return (
-        f"  {nodeid}: {len(usable)} runs, {measured}; "
-        f"smallest slowdown the gate catches reliably here: {smallest:.1%}"
-    )
-
-
-def _pct(value: float | None) -> str:
-    return "?" if value is None else f"{value:+.1%}"
-
-
-def _row_line(row: Row) -> str:
-    """One compact line per benchmark; the full table is the report's job."""
-    if row.status != "compared":
-        why = f": {row.reason}" if row.reason else ""
-        return f"  {row.nodeid}: {row.status}{why}"
-    sure = f", {row.confidence:.1%} sure slower" if row.verdict == "slower" else ""
-    machine = f", machine {_pct(row.machine)} vs baseline" if row.machine is not None else ""
-    machine += "" if row.calibrated else ", raw samples: no per-round calibration"
-    forced = " [forced]" if row.forced else ""
-    return (
-        f"  {row.nodeid}: {row.verdict} {row.metric} {_pct(row.change)} "
-        f"(95% interval {_pct(row.low)} .. {_pct(row.high)}{sure}{machine}){forced}"
-    )
-
-
-def comparison_lines(path: str, rows: list[Row]) -> list[str]:
-    """Summary lines of a comparison: counts, then one line per benchmark."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
-    shown = ", ".join(f"{count} {status}" for status, count in counts.items()) or "nothing"
-    return [f"compared with baseline {path}: {shown}", *(_row_line(row) for row in rows)]
-
-
-def gate_lines(failing: list[Row], threshold: float, name: str | None) -> list[str]:
-    """The verdict of --fail-on-regression, naming each regressed benchmark."""
-    if not failing:
-        return [f"regression gate ({threshold:g}%): passed"]
-    lines = [
-        f"REGRESSION {row.nodeid}: {row.metric} {_pct(row.change)} vs baseline {name!r} "
-        f"(95% interval {_pct(row.low)} .. {_pct(row.high)}; "
-        f"{(row.confidence or 0):.1%} sure it is slower)"
-        for row in failing
-    ]
-    lines.append(
-        f"regression gate ({threshold:g}%): FAILED, {len(failing)} benchmark(s) regressed; "
-        f"exit code {REGRESSION_EXIT_CODE}"
-    )
-    return lines
+verdict_key = pytest.StashKey[str]()

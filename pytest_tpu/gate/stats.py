@@ -1,62 +1,43 @@
-"""Pure statistics of the regression gate: no pytest or TensorFlow import.
+"""Pure statistics of the regression gate: no pytest, numpy or TensorFlow import.
 
-Every benchmark round on a shared machine is its true cost plus interference (other processes,
-cache and frequency effects), and interference only ever adds time. So a run's location is the
-mean of its fastest rounds (``lower_mean``), not the median or the mean, and the change between
-two runs is the ratio of those locations, with a bootstrap interval from the raw samples.
+A benchmark's rounds on a shared machine are its true cost plus interference, and interference
+only adds time, so a run's location is the mean of its fastest half of rounds (``lower_mean``).
+Rounds are not independent (load comes in bursts), so a run's uncertainty comes from *batch
+means*: the rounds are cut into a few contiguous blocks, each block is located on its own, and
+the spread of the block locations says how much the run's location could move. Sessions differ by
+more than blocks do; that part is measured from the saved history of runs (``Change`` combines
+both), never assumed as a constant. Everything works on logs, so changes are ratios.
 
-The machine's speed also drifts (about 2 % between sessions here, on a timescale of seconds), so
-when both runs timed a fixed calibration kernel right before every round (``paired``), the
-decision is made on the per-round ratios ``bench_i / ref_i`` instead: drift slows both halves of a
-pair alike and cancels. Interference can hit either half, so the ratios' tails are on both sides
-and their location is the mean of the middle half (``midmean``), robust yet less noisy than the
-median. The kernel's own change is always reported as the machine's drift.
-
-numpy is imported inside the functions that need it, so importing this module stays cheap.
+Memory and time are linear in the number of rounds: no bootstrap.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-# Share of the fastest rounds that locates a run: half keeps most of the data while ignoring the
-# slow tail that interference adds.
-LOWER_FRACTION = 0.5
-CONFIDENCE = 0.95
-RESAMPLES = 2000
-# Bootstrap work cap (resamples x samples), so a run with very many rounds stays fast.
-_MAX_BOOTSTRAP_CELLS = 4_000_000
-# One-sided normal quantiles: 95 % significance and 80 % power for the detectable-slowdown figure.
-_Z_SIGNIFICANCE = 1.645
-_Z_POWER = 0.842
+LOWER_FRACTION = 0.5  # share of the fastest rounds that locates a run
+MAX_BLOCKS = 8  # contiguous blocks of a run for batch means
+MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estimated
+CONFIDENCE = 0.95  # the interval shown
+Z_POWER = 0.8416  # 80 % power, for the smallest detectable change
+
+Location = Callable[[Sequence[float]], float]
 
 
-@dataclass(frozen=True)
-class Change:
-    """Relative change of round time, current vs baseline (+0.05 means 5 % slower).
-
-    ``low``/``high`` bound the change at ``CONFIDENCE``; ``p_slower`` is the bootstrap's share of
-    replicates in which the current run is slower (how sure a slowdown is).
-    """
-
-    estimate: float
-    low: float
-    high: float
-    p_slower: float
-    calibrated: bool = False
-    machine: float | None = None  # the calibration kernel's own change (machine speed drift)
-
-    @property
-    def width(self) -> float:
-        return self.high - self.low
-
-
-def clean(samples: Sequence[float]) -> list[float]:
+def clean(samples: Sequence[object]) -> list[float]:
     """The positive, finite samples (a zero or NaN round cannot be a duration)."""
-    return [float(x) for x in samples if isinstance(x, int | float) and 0 < x < math.inf]
+    out: list[float] = []
+    for x in samples:
+        if isinstance(x, int | float) and not isinstance(x, bool):
+            try:
+                value = float(x)
+            except OverflowError:
+                continue
+            if 0 < value < math.inf:
+                out.append(value)
+    return out
 
 
 def lower_mean(samples: Sequence[float], fraction: float = LOWER_FRACTION) -> float:
@@ -66,31 +47,6 @@ def lower_mean(samples: Sequence[float], fraction: float = LOWER_FRACTION) -> fl
         raise ValueError("no valid samples")
     count = max(1, int(len(ordered) * fraction))
     return math.fsum(ordered[:count]) / count
-
-
-def _boot_log_locations(rng: Any, values: Sequence[float], resamples: int) -> Any:
-    """Log of ``lower_mean`` over ``resamples`` bootstrap resamples of ``values``."""
-    import numpy as np
-
-    data = np.asarray(values, dtype=float)
-    count = max(1, int(len(data) * LOWER_FRACTION))
-    draws = data[rng.integers(0, len(data), size=(resamples, len(data)))]
-    fastest = np.partition(draws, count - 1, axis=1)[:, :count]
-    return np.log(fastest.mean(axis=1))
-
-
-def _resamples_for(*runs: Sequence[float]) -> int:
-    largest = max(len(run) for run in runs)
-    return max(200, min(RESAMPLES, _MAX_BOOTSTRAP_CELLS // max(1, largest)))
-
-
-def round_ratios(samples: Sequence[float], calibration: Sequence[float]) -> list[float]:
-    """Per-round ``bench_i / ref_i`` for the rounds where both are valid durations."""
-    return [
-        bench / ref
-        for bench, ref in zip(samples, calibration, strict=False)
-        if clean([bench]) and clean([ref])
-    ]
 
 
 def midmean(values: Sequence[float]) -> float:
@@ -103,101 +59,268 @@ def midmean(values: Sequence[float]) -> float:
     return math.fsum(middle) / len(middle)
 
 
-def _boot_log_midmeans(rng: Any, values: Sequence[float], resamples: int) -> Any:
-    """Log of ``midmean`` over ``resamples`` bootstrap resamples of ``values``."""
-    import numpy as np
-
-    data = np.asarray(values, dtype=float)
-    cut = len(data) // 4
-    draws = np.sort(data[rng.integers(0, len(data), size=(resamples, len(data)))], axis=1)
-    return np.log(draws[:, cut : len(data) - cut].mean(axis=1))
-
-
-def _machine(base: Sequence[float], current: Sequence[float]) -> float | None:
-    """The calibration kernel's own log change, when both sides timed it at least twice."""
-    if len(clean(base)) < 2 or len(clean(current)) < 2:
-        return None
-    return math.log(lower_mean(current) / lower_mean(base))
+def round_ratios(samples: Sequence[float], calibration: Sequence[float | None]) -> list[float]:
+    """Per-round ``bench_i / ref_i`` for the rounds where both are valid durations."""
+    return [
+        bench / ref
+        for bench, ref in zip(samples, calibration, strict=False)
+        if ref is not None and clean([bench]) and clean([ref])
+    ]
 
 
-def compare_samples(
-    base: Sequence[float],
-    current: Sequence[float],
-    base_calibration: Sequence[float] = (),
-    current_calibration: Sequence[float] = (),
-    *,
-    paired: bool = False,
-    confidence: float = CONFIDENCE,
-    seed: int = 0,
-) -> Change:
-    """The change of ``current`` round times relative to ``base``, with its interval.
+# --------------------------------------------------------------------------- one run
 
-    With ``paired`` (each side's calibration timed right before each of its rounds, aligned 1:1
-    with the samples) the change is that of the per-round ratios' midmean (``calibrated``);
-    otherwise that of the raw samples' ``lower_mean``. The bootstrap is seeded, so the same
-    samples always give the same verdict.
+
+@dataclass(frozen=True)
+class Estimate:
+    """One run's location on a log scale and how far it could move within the run.
+
+    ``se`` is the standard error of ``log`` from batch means (``inf`` with too few rounds);
+    ``spread`` is the standard deviation of the block locations, the run's own drift on the
+    timescale of a block; ``blocks`` is how many blocks (``blocks - 1`` degrees of freedom).
     """
-    machine = _machine(base_calibration, current_calibration)
-    if paired:
-        base_ratios = round_ratios(base, base_calibration)
-        current_ratios = round_ratios(current, current_calibration)
-        if len(base_ratios) >= 2 and len(current_ratios) >= 2:
-            return _bootstrap(base_ratios, current_ratios, True, machine, confidence, seed)
-    base, current = clean(base), clean(current)
-    if len(base) < 2 or len(current) < 2:
-        return _unknown(base, current)
-    return _bootstrap(base, current, False, machine, confidence, seed)
+
+    log: float
+    se: float
+    spread: float
+    blocks: int
+
+    @property
+    def value(self) -> float:
+        return math.exp(self.log)
+
+    def to_json(self) -> list[float]:
+        return [self.log, _finite(self.se), _finite(self.spread), self.blocks]
+
+    @classmethod
+    def from_json(cls, data: object) -> Estimate:
+        if not isinstance(data, list) or len(data) != 4:
+            raise ValueError("an estimate is a list [log, se, spread, blocks]")
+        log, se, spread, blocks = data
+        numbers = (log, se, spread)
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers):
+            raise ValueError("an estimate holds numbers")
+        if not isinstance(blocks, int) or isinstance(blocks, bool) or blocks < 1:
+            raise ValueError("an estimate's block count is a whole number of at least 1")
+        se_, spread_ = (math.inf if x is None or x < 0 else float(x) for x in (se, spread))
+        if not math.isfinite(log) or abs(log) > 1000:
+            raise ValueError("an estimate's location is not a finite log duration")
+        return cls(float(log), se_, spread_, blocks)
 
 
-def _bootstrap(
-    base: list[float],
-    current: list[float],
-    calibrated: bool,
-    machine: float | None,
-    confidence: float,
-    seed: int,
-) -> Change:
-    """Point change and bootstrap interval: of ratio midmeans, or of raw ``lower_mean``s."""
-    import numpy as np
+def _finite(value: float) -> float:
+    """JSON has no infinity: -1 stands for "unknown" in files."""
+    return value if math.isfinite(value) else -1.0
 
-    location, boot = (
-        (midmean, _boot_log_midmeans)
-        if calibrated
-        else (
-            lower_mean,
-            _boot_log_locations,
-        )
+
+def _blocks(values: Sequence[float], count: int) -> list[Sequence[float]]:
+    size, extra = divmod(len(values), count)
+    out, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        out.append(values[start:end])
+        start = end
+    return out
+
+
+def estimate(values: Sequence[float], location: Location = lower_mean) -> Estimate | None:
+    """The run's location with its batch-means uncertainty; None without valid values.
+
+    ``values`` must be in the order they were measured: blocks are contiguous in time.
+    """
+    data = clean(values)
+    if not data:
+        return None
+    log = math.log(location(data))
+    count = min(MAX_BLOCKS, len(data))
+    if count < MIN_BLOCKS:
+        return Estimate(log, math.inf, math.inf, count)
+    logs = [math.log(location(block)) for block in _blocks(data, count)]
+    spread = _sd(logs)
+    return Estimate(log, spread / math.sqrt(count), spread, count)
+
+
+def _sd(values: Sequence[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
+
+
+# --------------------------------------------------------------------------- Student's t
+
+
+def _t_pdf(x: float, df: float) -> float:
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_norm - (df + 1) / 2 * math.log1p(x * x / df))
+
+
+def t_cdf(x: float, df: float) -> float:
+    """P(T <= x) for Student's t with ``df`` degrees of freedom (normal above 200)."""
+    if df > 200:
+        return 0.5 * math.erfc(-x / math.sqrt(2))
+    if x < 0:
+        return 1 - t_cdf(-x, df)
+    # Simpson's rule on [0, x] after the substitution x = tan(theta), which keeps it bounded.
+    top = math.atan(x)
+    steps = 400
+    h = top / steps
+    total = 0.0
+    for i in range(steps + 1):
+        theta = i * h
+        weight = 1 if i in (0, steps) else (4 if i % 2 else 2)
+        total += weight * _t_pdf(math.tan(theta), df) / math.cos(theta) ** 2
+    return min(1.0, 0.5 + total * h / 3)
+
+
+def t_ppf(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t (by bisection on ``t_cdf``)."""
+    low, high = -1e3, 1e3
+    for _ in range(80):
+        mid = (low + high) / 2
+        if t_cdf(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+# --------------------------------------------------------------------------- two sides
+
+
+@dataclass(frozen=True)
+class Change:
+    """Relative change of round time, current vs baseline (+0.05 means 5 % slower).
+
+    ``low``/``high`` bound it at ``CONFIDENCE``; ``p_slower`` is how sure it is that the current
+    run is slower; ``detectable`` is the smallest slowdown this comparison would catch four times
+    in five; ``source`` says where the between-session part of the uncertainty came from.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    p_slower: float
+    detectable: float
+    se: float
+    df: float
+    source: str
+    measured: bool  # False when the between-session noise had to be assumed
+
+    @property
+    def log(self) -> float:
+        return math.log1p(self.estimate)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The between-session variance of a log location, and where it came from."""
+
+    variance: float
+    df: float
+    source: str
+    measured: bool
+
+
+def between_sessions(history: Sequence[Estimate], extra: Sequence[float] = ()) -> Noise:
+    """How much a session's location varies from session to session.
+
+    With two or more saved runs: their variance, less the part their own within-run noise
+    explains (measured). With one: nothing between sessions is known, so the assumption is that
+    sessions differ as much as blocks of a run do (``spread``), or as much as ``extra`` (log
+    locations of --measure-noise runs) do, whichever is larger; the source says so.
+    """
+    if len(history) >= 2:
+        logs = [h.log for h in history]
+        within = math.fsum(_sq(h.se) for h in history) / len(history)
+        total = _sd(logs) ** 2
+        return Noise(max(total - within, 0.0), len(history) - 1, f"{len(history)} saved runs", True)
+    spreads = [h.spread for h in history if math.isfinite(h.spread)]
+    candidates = [s * s for s in spreads]
+    if len(extra) >= 2:
+        candidates.append(_sd(extra) ** 2)
+    if not candidates:
+        return Noise(math.inf, 1, "no estimate: too few rounds", False)
+    assumed = max(candidates)
+    blocks = min((h.blocks for h in history), default=MIN_BLOCKS)
+    return Noise(
+        assumed,
+        max(1, blocks - 1),
+        f"assumed {math.sqrt(assumed):.1%} between sessions (1 saved run: taken as the spread "
+        "of blocks within a run)",
+        False,
     )
-    rng = np.random.default_rng(seed)
-    resamples = _resamples_for(base, current)
-    replicates = boot(rng, current, resamples) - boot(rng, base, resamples)
-    point = math.log(location(current) / location(base))
-    return _change_from(point, replicates, confidence, calibrated, machine)
 
 
-def _change_from(
-    point: float, replicates: Any, confidence: float, calibrated: bool, machine: float | None
-) -> Change:
-    import numpy as np
+def _sq(x: float) -> float:
+    return x * x if math.isfinite(x) else math.inf
 
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(replicates, [tail, 1 - tail])
-    # Percentile intervals can miss a skewed point estimate; an interval must contain it.
-    low, high = min(float(low), point), max(float(high), point)
+
+def _welch_df(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variance estimates."""
+    total = math.fsum(v for v, _ in parts)
+    denominator = math.fsum(v * v / df for v, df in parts if v > 0)
+    return total * total / denominator if denominator > 0 else 1e9
+
+
+def change(
+    history: Sequence[Estimate], current: Estimate, extra: Sequence[float] = ()
+) -> Change | None:
+    """The change of ``current`` against the mean of ``history``, with an honest interval.
+
+    Its variance is a new session's between-session noise, the current run's own noise and the
+    uncertainty of the baseline's mean. None when ``history`` is empty.
+    """
+    if not history:
+        return None
+    base = math.fsum(h.log for h in history) / len(history)
+    delta = current.log - base
+    noise = between_sessions(history, extra)
+    within_history = math.fsum(_sq(h.se) for h in history) / len(history)
+    parts = [
+        (noise.variance * (1 + 1 / len(history)), noise.df),
+        (_sq(current.se), max(1, current.blocks - 1)),
+        (within_history / len(history), max(1, min(h.blocks for h in history) - 1)),
+    ]
+    variance = math.fsum(v for v, _ in parts)
+    if not math.isfinite(variance):
+        return _unknown(delta, noise)
+    se = math.sqrt(variance)
+    df = _welch_df(parts)
+    return _from(delta, se, df, noise)
+
+
+def _from(delta: float, se: float, df: float, noise: Noise) -> Change:
+    if se == 0:
+        p = 1.0 if delta > 0 else 0.0 if delta < 0 else 0.5
+        half = 0.0
+    else:
+        p = t_cdf(delta / se, df)
+        half = t_ppf(1 - (1 - CONFIDENCE) / 2, df) * se
+    detectable = half + Z_POWER * se
     return Change(
-        estimate=math.expm1(point),
-        low=math.expm1(low),
-        high=math.expm1(high),
-        p_slower=float(np.mean(replicates > 0)),
-        calibrated=calibrated,
-        machine=None if machine is None else math.expm1(machine),
+        estimate=math.expm1(delta),
+        low=math.expm1(delta - half),
+        high=math.expm1(delta + half),
+        p_slower=p,
+        detectable=math.expm1(detectable),
+        se=se,
+        df=df,
+        source=noise.source,
+        measured=noise.measured,
     )
 
 
-def _unknown(base: Sequence[float], current: Sequence[float]) -> Change:
-    """Too few rounds to say anything: an unbounded interval around the plain ratio."""
-    estimate = lower_mean(current) / lower_mean(base) - 1 if base and current else 0.0
-    return Change(estimate=estimate, low=-1.0, high=math.inf, p_slower=0.5)
+def _unknown(delta: float, noise: Noise) -> Change:
+    return Change(
+        estimate=math.expm1(delta),
+        low=-1.0,
+        high=math.inf,
+        p_slower=0.5,
+        detectable=math.inf,
+        se=math.inf,
+        df=1,
+        source=noise.source,
+        measured=False,
+    )
 
 
 def relative_spread(values: Sequence[float]) -> float:
@@ -205,32 +328,4 @@ def relative_spread(values: Sequence[float]) -> float:
     data = clean(values)
     if len(data) < 2:
         return 0.0
-    mean = math.fsum(data) / len(data)
-    var = math.fsum((x - mean) ** 2 for x in data) / (len(data) - 1)
-    return math.sqrt(var) / mean
-
-
-def run_locations(
-    runs: Sequence[Sequence[float]],
-    calibrations: Sequence[Sequence[float]] = (),
-    *,
-    paired: bool = False,
-) -> list[float]:
-    """Each run's location as the gate sees it: its ratio midmean when ``paired``, else raw."""
-    if paired and len(calibrations) == len(runs):
-        return [
-            midmean(round_ratios(run, cal)) for run, cal in zip(runs, calibrations, strict=True)
-        ]
-    return [lower_mean(run) for run in runs]
-
-
-def detectable_slowdown(run_spread: float, within_width: float = 0.0) -> float:
-    """Smallest slowdown caught four times in five when runs differ by ``run_spread``.
-
-    A comparison pits one run against another, so their difference varies by ``sqrt(2)`` times
-    the run-to-run spread; add the half-width of one comparison's own interval (``within_width``
-    is the full width) and ask for 95 % significance at 80 % power.
-    """
-    between = math.sqrt(2) * run_spread
-    within = within_width / (2 * 1.96)
-    return (_Z_SIGNIFICANCE + _Z_POWER) * math.hypot(between, within)
+    return _sd(data) / (math.fsum(data) / len(data))

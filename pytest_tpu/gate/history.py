@@ -1,0 +1,116 @@
+"""A benchmark's run as the gate keeps it: three located estimates, small enough to keep many.
+
+Each run of a benchmark is summarised by the location of its raw round times, of its per-round
+ratios to the calibration kernel (when the kernel was timed before every round) and of the
+kernel itself (the machine's speed during the run). A baseline keeps the last few summaries of
+each benchmark, so the gate measures how much sessions differ instead of assuming it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_tpu.gate.stats import Estimate, estimate, lower_mean, midmean, round_ratios
+
+DEFAULT_KEEP = 5  # runs kept per benchmark and baseline name (--tpu-baseline-history)
+SOURCES = ("run", "noise")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of one benchmark: located raw, calibrated and kernel estimates."""
+
+    rounds: int
+    raw: Estimate
+    calibrated: Estimate | None = None
+    kernel: Estimate | None = None
+    kernel_kind: str = ""  # which calibration kernel: calibrated runs compare only alike
+    when: str = ""
+    commit: str | None = None
+    source: str = "run"  # "run", or "noise" for a --measure-noise repetition
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "raw": self.raw.to_json(),
+            "calibrated": self.calibrated.to_json() if self.calibrated else None,
+            "kernel": self.kernel.to_json() if self.kernel else None,
+            "kernel_kind": self.kernel_kind,
+            "when": self.when,
+            "commit": self.commit,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunSummary:
+        """Parse a stored summary; ``ValueError`` says what is wrong."""
+        if not isinstance(data, Mapping):
+            raise ValueError("a run summary is not an object")
+        rounds = data.get("rounds")
+        if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+            raise ValueError("'rounds' is not a whole number of at least 1")
+        source = data.get("source", "run")
+        if source not in SOURCES:
+            raise ValueError(f"'source' is {source!r}; valid: {', '.join(SOURCES)}")
+        commit = data.get("commit")
+        return cls(
+            rounds=rounds,
+            raw=Estimate.from_json(data.get("raw")),
+            calibrated=_optional(data.get("calibrated")),
+            kernel=_optional(data.get("kernel")),
+            kernel_kind=str(data.get("kernel_kind", "")),
+            when=str(data.get("when", "")),
+            commit=commit if isinstance(commit, str) else None,
+            source=source,
+        )
+
+
+def _optional(data: Any) -> Estimate | None:
+    return None if data is None else Estimate.from_json(data)
+
+
+def summarize(
+    samples: Sequence[float],
+    calibration: Sequence[float | None] = (),
+    kernel_kind: str = "",
+    *,
+    when: str = "",
+    commit: str | None = None,
+    source: str = "run",
+) -> RunSummary | None:
+    """Summarise a run's rounds (in measured order) and the kernel timed before each round."""
+    raw = estimate(samples, lower_mean)
+    if raw is None:
+        return None
+    aligned = len(calibration) == len(samples) and any(x is not None for x in calibration)
+    calibrated = estimate(round_ratios(samples, calibration), midmean) if aligned else None
+    timings = [x for x in calibration if x is not None]
+    kernel = estimate(timings, lower_mean) if timings else None
+    return RunSummary(
+        rounds=len(samples),
+        raw=raw,
+        calibrated=calibrated,
+        kernel=kernel,
+        kernel_kind=kernel_kind if kernel else "",
+        when=when,
+        commit=commit,
+        source=source,
+    )
+
+
+def sessions(history: Sequence[RunSummary]) -> list[RunSummary]:
+    """The runs that were whole sessions (not --measure-noise repetitions)."""
+    return [run for run in history if run.source == "run"]
+
+
+def noise_logs(history: Sequence[RunSummary], mode: str) -> list[float]:
+    """Log locations of --measure-noise repetitions (run-to-run within one session)."""
+    out = []
+    for run in history:
+        part = getattr(run, mode)
+        if run.source == "noise" and part is not None and math.isfinite(part.log):
+            out.append(part.log)
+    return out

@@ -1,0 +1,85 @@
+"""The gate's lines in the terminal summary (plain data in, strings out)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pytest_tpu.gate.compare import Row, compared
+from pytest_tpu.options import REGRESSION_EXIT_CODE
+
+
+def pct(value: float | None) -> str:
+    if value is None:
+        return "?"
+    if math.isinf(value):
+        return "+inf%" if value > 0 else "-inf%"
+    return f"{value:+.1%}"
+
+
+def sure(value: float | None) -> str:
+    """A probability as "how sure", never 100 %: the model behind it is not that certain."""
+    return "?" if value is None else f"{min(value, 0.999):.1%}"
+
+
+def _row_line(row: Row) -> str:
+    """One compact line per benchmark; the full table is the report's job."""
+    if row.status != "compared":
+        why = f": {row.reason}" if row.reason else ""
+        return f"  {row.nodeid}: {row.status}{why}"
+    mode = "calibrated" if row.calibrated else "raw"
+    machine = f", machine {pct(row.machine)} vs baseline" if row.machine is not None else ""
+    confidence = f", {sure(row.confidence)} sure slower" if row.verdict == "slower" else ""
+    forced = " [forced]" if row.forced else ""
+    text = (
+        f"  {row.nodeid}: {row.verdict} time {pct(row.change)} "
+        f"(95% interval {pct(row.low)} .. {pct(row.high)}{confidence}; {mode}{machine}; "
+        f"noise: {row.noise_source}){forced}"
+    )
+    return f"{text}: {row.reason}" if row.reason else text
+
+
+def comparison_lines(path: str, rows: list[Row]) -> list[str]:
+    """Summary lines of a comparison: counts, then one line per benchmark."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        key = row.verdict if row.status == "compared" and row.verdict else row.status
+        counts[key] = counts.get(key, 0) + 1
+    shown = ", ".join(f"{count} {status}" for status, count in counts.items()) or "nothing"
+    return [f"compared with baseline {path}: {shown}", *(_row_line(row) for row in rows)]
+
+
+def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[str]:
+    """The verdict of --fail-on-regression, naming each regressed benchmark."""
+    measured = compared(rows)
+    if not measured:
+        return [
+            f"regression gate ({threshold:g}%): NOTHING CHECKED - no benchmark was measured "
+            "against the baseline (all skipped, failed, new or --benchmark-disable)"
+        ]
+    failing = [row for row in measured if row.regression]
+    doubtful = [row for row in measured if row.verdict == "inconclusive"]
+    if not failing:
+        note = f"; {len(doubtful)} inconclusive (see above)" if doubtful else ""
+        return [f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"]
+    lines = [
+        f"REGRESSION {row.nodeid}: time {pct(row.change)} vs baseline {name!r} "
+        f"(95% interval {pct(row.low)} .. {pct(row.high)}; {sure(row.confidence)} sure it is "
+        f"slower; {row.reason or 'measured once'})"
+        for row in failing
+    ]
+    lines.append(
+        f"regression gate ({threshold:g}%): FAILED, {len(failing)} benchmark(s) regressed "
+        f"and confirmed; exit code {REGRESSION_EXIT_CODE}"
+    )
+    return lines
+
+
+def noise_line(nodeid: str, raw: float | None, calibrated: float | None, runs: int) -> str:
+    """What --measure-noise found for one benchmark."""
+    if raw is None:
+        return f"  {nodeid}: fewer than two runs with samples; no estimate"
+    spread = f"raw spread {raw:.1%}"
+    if calibrated is not None:
+        spread += f", calibrated spread {calibrated:.2%}"
+    return f"  {nodeid}: {runs} runs, {spread} (run to run within this session)"
