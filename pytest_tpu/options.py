@@ -242,6 +242,14 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
+        "--compare-ref",
+        "Measure the benchmarks of git revision REF (a branch, tag or sha) in a temporary "
+        "worktree in this same session, rounds alternating with this tree's, and compare.",
+        metavar="REF",
+    )
+    _add(
+        group,
+        parser,
         "--baseline-dir",
         f"Directory of saved baselines (default: <rootdir>/{DEFAULT_BASELINE_DIR}).",
         metavar="DIR",
@@ -358,6 +366,7 @@ class Settings:
     save_baseline: str | None
     baseline_history: int | None
     compare: str | None
+    compare_ref: str | None
     baseline_dir: Path
     compare_force: bool
     fail_on_regression: float | None
@@ -407,6 +416,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         save_baseline=_check_not_a_path(config, "save_baseline"),
         baseline_history=resolve(config, "tpu_baseline_history", parse_history, None),
         compare=_check_not_a_path(config, "compare"),
+        compare_ref=resolve(config, "compare_ref", str, None) or None,
         baseline_dir=baseline_dir,
         compare_force=bool(config.getoption("compare_force")),
         fail_on_regression=resolve(config, "fail_on_regression", parse_percent, None),

@@ -67,6 +67,12 @@ def _register_features(config: pytest.Config) -> None:
         from pytest_tpu.gate.plugin import GatePlugin
 
         config.pluginmanager.register(GatePlugin(config), "pytest-tpu-gate")
+    import os
+
+    if settings.compare_ref or os.environ.get("PYTEST_TPU_REF_ADDRESS"):
+        from pytest_tpu.sameref.plugin import register
+
+        register(config, settings)
     from pytest_tpu import cluster
 
     if cluster.wanted(settings):  # --workers, --virtual-cpus, or TF_CONFIG set

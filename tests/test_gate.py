@@ -84,7 +84,7 @@ def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):
     result.stdout.fnmatch_lines(
         [
             "*test_bench.py::test_work: slower time +*confirmed by a re-measurement*",
-            "REGRESSION test_bench.py::test_work: time +*% vs baseline 'main' (95% interval *"
+            "REGRESSION test_bench.py::test_work: time +*% vs 'main' (95% interval *"
             "sure it is slower; confirmed by a re-measurement in fresh rounds*",
             "*gate (20%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ]

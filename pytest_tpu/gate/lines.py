@@ -39,14 +39,15 @@ def _row_line(row: Row) -> str:
     return f"{text}: {row.reason}" if row.reason else text
 
 
-def comparison_lines(path: str, rows: list[Row]) -> list[str]:
+def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[str]:
     """Summary lines of a comparison: counts, then one line per benchmark."""
     counts: dict[str, int] = {}
     for row in rows:
         key = row.verdict if row.status == "compared" and row.verdict else row.status
         counts[key] = counts.get(key, 0) + 1
     shown = ", ".join(f"{count} {status}" for status, count in counts.items()) or "nothing"
-    return [f"compared with baseline {path}: {shown}", *(_row_line(row) for row in rows)]
+    what = f"baseline {path}" if baseline else path
+    return [f"compared with {what}: {shown}", *(_row_line(row) for row in rows)]
 
 
 def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[str]:
@@ -63,7 +64,7 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
         note = f"; {len(doubtful)} inconclusive (see above)" if doubtful else ""
         return [f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"]
     lines = [
-        f"REGRESSION {row.nodeid}: time {pct(row.change)} vs baseline {name!r} "
+        f"REGRESSION {row.nodeid}: time {pct(row.change)} vs {name!r} "
         f"(95% interval {pct(row.low)} .. {pct(row.high)}; {sure(row.confidence)} sure it is "
         f"slower; {row.reason or 'measured once'})"
         for row in failing

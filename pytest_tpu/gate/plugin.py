@@ -30,7 +30,7 @@ from pytest_tpu.results import BenchResult, results_key
 from pytest_tpu.session import session_key
 
 NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run included
-_DONE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+_DONE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, REGRESSION_EXIT_CODE)
 recording_key = pytest.StashKey[calibration.Recording]()
 rerun_key = pytest.StashKey[str]()  # set while a benchmark is measured again: its label
 
@@ -82,10 +82,12 @@ class GatePlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Usage errors before any benchmark runs; workers load the baseline to confirm."""
         settings = self.settings
-        if settings.fail_on_regression is not None and not settings.compare:
+        if settings.fail_on_regression is not None and not (
+            settings.compare or settings.compare_ref
+        ):
             raise pytest.UsageError(
                 "--fail-on-regression needs something to compare with: add --compare=NAME "
-                "(a baseline saved with --save-baseline=NAME)"
+                "(a baseline saved with --save-baseline=NAME) or --compare-ref=REF"
             )
         if settings.save_baseline and not self.worker:
             problem = store.check_target(settings.baseline_dir, settings.save_baseline)
@@ -115,7 +117,8 @@ class GatePlugin:
         """Time the calibration kernel before every round, on the benchmark's device."""
         funcargs = getattr(item, "funcargs", None) or {}
         fixture = funcargs.get("benchmark")
-        if fixture is None or getattr(fixture, "disabled", False):
+        if fixture is None or getattr(fixture, "disabled", False) or self.settings.compare_ref:
+            # Same-job comparisons pair neighbouring rounds instead: no kernel on one side only.
             return (yield)
         devices = getattr(funcargs.get("accelerator"), "devices", ())
         device = str(devices[0]) if devices else None

@@ -329,3 +329,44 @@ def relative_spread(values: Sequence[float]) -> float:
     if len(data) < 2:
         return 0.0
     return _sd(data) / (math.fsum(data) / len(data))
+
+
+# --------------------------------------------------------------------------- same job, paired
+
+
+def _trimmed(values: Sequence[float]) -> float:
+    """Mean of the middle half of real numbers (a quarter trimmed from each end)."""
+    ordered = sorted(values)
+    cut = len(ordered) // 4
+    middle = ordered[cut : len(ordered) - cut]
+    return math.fsum(middle) / len(middle)
+
+
+def pair_differences(
+    head: Sequence[tuple[int, float]], base: Sequence[tuple[int, float]]
+) -> list[float]:
+    """Log ratios head/base of the rounds that ran next to each other, in time order.
+
+    Each round carries its turn; turns ``2k`` and ``2k + 1`` are pair ``k``.
+    """
+    heads = {turn // 2: value for turn, value in head if clean([value])}
+    bases = {turn // 2: value for turn, value in base if clean([value])}
+    return [math.log(heads[k] / bases[k]) for k in sorted(heads.keys() & bases.keys())]
+
+
+def paired_change(differences: Sequence[float]) -> Change | None:
+    """The change of head against base from paired rounds of one job, with its interval.
+
+    No between-session part: both sides ran in this session, round next to round. Rounds are
+    still not independent, so the uncertainty comes from batch means over blocks of pairs.
+    """
+    if not differences:
+        return None
+    delta = _trimmed(differences)
+    count = min(MAX_BLOCKS, len(differences))
+    source = f"{len(differences)} paired rounds in this job"
+    noise = Noise(0.0, max(1, count - 1), source, True)
+    if count < MIN_BLOCKS:
+        return _unknown(delta, noise)
+    blocks = [_trimmed(block) for block in _blocks(differences, count)]
+    return _from(delta, _sd(blocks) / math.sqrt(count), count - 1, noise)

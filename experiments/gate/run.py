@@ -1,0 +1,184 @@
+"""Does the regression gate hold? Stored baselines, unchanged and slower code, quiet and loaded.
+
+For each machine condition (quiet; a neighbour keeping one core busy in random bursts of 1-5 s)
+this saves a baseline history of ``--history`` sessions of ``workloads.py`` (four kinds of work,
+both pytest-benchmark styles, three identical copies each), then runs ``--repeats`` comparison
+sessions. In session ``i`` the copies do 0 %, 5 % and 10 % more work, rotated, so every session
+measures all three arms under the same machine state. Each session gates twice on the same
+rounds: pytest-tpu (``--compare --fail-on-regression``) and pytest-benchmark
+(``--benchmark-compare-fail=median:PCT%``). Prints, per workload, style and arm, how often each
+failed, and for pytest-tpu how the rest were judged.
+
+    python experiments/gate/run.py --repeats 20 --history 5 --threshold 5 --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ARMS = (0.0, 0.05, 0.10)
+COPIES = ("a", "b", "c")
+ROW_RE = re.compile(r"^  (\S+::test_\w+\[\w+-[abc]\]): (\w+) time")
+OURS_FAIL_RE = re.compile(r"^REGRESSION (\S+): ")
+THEIRS_FAIL_RE = re.compile(r"^\s+(\S+::test_\w+\[\w+-[abc]\]) \(\d+_\w+\) - Field")
+DETECT_RE = re.compile(r"catches 4 times in 5 is ([\d.]+|no estimate)")
+
+
+def neighbour(stop: Path) -> subprocess.Popen[bytes]:
+    """A process keeping one core busy in random bursts lasting seconds, until ``stop`` exists."""
+    code = (
+        "import random, time, pathlib\n"
+        f"stop = pathlib.Path({str(stop)!r})\n"
+        "while not stop.exists():\n"
+        "    end = time.monotonic() + random.uniform(1, 5)\n"
+        "    while time.monotonic() < end: pass\n"
+        "    time.sleep(random.uniform(1, 5))\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def session(work: Path, arms: dict[str, float], extra: list[str]) -> str:
+    env = {
+        **os.environ,
+        "GATE_ARMS": ",".join(f"{k}={v}" for k, v in arms.items()),
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "TMPDIR": str(work / "tmp"),
+    }
+    args = [
+        sys.executable, "-m", "pytest", str(HERE / "workloads.py"), "-q", "-p", "no:cacheprovider",
+        f"--baseline-dir={work / 'baselines'}",
+        f"--benchmark-storage=file://{work / 'pytest-benchmark'}",
+        "--benchmark-columns=median", *extra,
+    ]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT)
+    return done.stdout + done.stderr
+
+
+def parse(out: str, arms: dict[str, float]) -> list[dict[str, object]]:
+    ours_failed = {m.group(1) for line in out.splitlines() if (m := OURS_FAIL_RE.match(line))}
+    theirs = {m.group(1) for line in out.splitlines() if (m := THEIRS_FAIL_RE.match(line))}
+    records = []
+    for line in out.splitlines():
+        match = ROW_RE.match(line)
+        if not match:
+            continue
+        nodeid, verdict = match.groups()
+        test, _, params = nodeid.partition("::")[2].partition("[")
+        kind, copy = params.rstrip("]").split("-")
+        detect = DETECT_RE.search(line)
+        records.append(
+            {
+                "workload": kind,
+                "style": test.removeprefix("test_"),
+                "arm": arms[copy],
+                "verdict": verdict,
+                "ours_failed": nodeid in ours_failed,
+                "theirs_failed": nodeid in theirs,
+                "detectable": detect.group(1) if detect else None,
+                "line": line.strip(),
+            }
+        )
+    return records
+
+
+def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[str, object]]:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "tmp").mkdir(exist_ok=True)
+    zero = dict.fromkeys(COPIES, 0.0)
+    for k in range(options.history):
+        extra = ["--save-baseline=exp", f"--tpu-baseline-history={options.history}"]
+        if k == options.history - 1:
+            extra.append("--benchmark-save=base")
+        out = session(work, zero, extra)
+        print(f"[{name}] baseline session {k + 1}: {out.strip().splitlines()[-1]}", flush=True)
+    records = []
+    for index in range(options.repeats):
+        arms = {copy: ARMS[(index + j) % 3] for j, copy in enumerate(COPIES)}
+        out = session(
+            work,
+            arms,
+            [
+                "--compare=exp",
+                f"--fail-on-regression={options.threshold:g}",
+                "--benchmark-compare=0001",
+                f"--benchmark-compare-fail=median:{options.threshold:g}%",
+            ],
+        )
+        found = parse(out, arms)
+        if len(found) != 24:
+            (work / f"session-{index}.log").write_text(out)
+        for record in found:
+            record.update(condition=name, session=index)
+        records += found
+        fails = sum(bool(r["ours_failed"]) for r in found if r["arm"] == 0)
+        print(
+            f"[{name}] comparison {index + 1}: {len(found)} rows, {fails} false alarms", flush=True
+        )
+    return records
+
+
+def table(records: list[dict[str, object]]) -> str:
+    groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
+    for r in records:
+        groups[(r["condition"], r["workload"], r["style"], r["arm"])].append(r)
+    lines = [
+        "| condition | workload | style | work | pytest-tpu failed | pytest-tpu inconclusive "
+        "| pytest-benchmark median:5% failed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups, key=str):
+        rows = groups[key]
+        ours = sum(bool(r["ours_failed"]) for r in rows)
+        doubt = sum(r["verdict"] == "inconclusive" for r in rows)
+        theirs = sum(bool(r["theirs_failed"]) for r in rows)
+        cond, workload, style, arm = key
+        lines.append(
+            f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {ours}/{len(rows)} "  # type: ignore[arg-type]
+            f"| {doubt}/{len(rows)} | {theirs}/{len(rows)} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--history", type=int, default=5)
+    parser.add_argument("--threshold", type=float, default=5.0)
+    parser.add_argument("--conditions", default="quiet,neighbour")
+    parser.add_argument("--out", type=Path, help="write every row as JSON")
+    parser.add_argument("--keep", type=Path, help="keep baselines and logs in this folder")
+    options = parser.parse_args()
+    started = time.monotonic()
+    random.seed(0)
+    records: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="gate-experiment-") as scratch:
+        root = options.keep or Path(scratch)
+        for name in options.conditions.split(","):
+            stop = root / f"stop-{name}"
+            busy = neighbour(stop) if name == "neighbour" else None
+            try:
+                records += condition(name, options, root / name)
+            finally:
+                stop.touch()
+                if busy is not None:
+                    busy.wait(timeout=30)
+            if options.out:
+                options.out.write_text(json.dumps(records, indent=1))
+    print(table(records))
+    print(f"wall time: {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

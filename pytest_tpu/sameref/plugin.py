@@ -1,0 +1,360 @@
+"""``--compare-ref=REF``: measure the base revision and this tree in the same job, round by round.
+
+The head is this session, run as it is (a dirty tree included). The base is a child pytest
+session in a temporary git worktree of REF, started with the same environment, the same test
+selection and the same measuring options. The instrument is the same on both sides: the child
+imports this very plugin (its directory goes first on the child's ``PYTHONPATH``); only the code
+under test comes from REF. Every benchmark round on either side waits for its turn (``turns``),
+so rounds alternate ABBA and the verdict is taken on pairs of neighbouring rounds (``rows``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Generator
+from multiprocessing.connection import Connection, Listener
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tpu.gate.compare import comparison_key, regressions
+from pytest_tpu.gate.lines import comparison_lines, gate_lines
+from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
+from pytest_tpu.results import REPORT_ATTR, results_key
+from pytest_tpu.sameref import worktree
+from pytest_tpu.sameref.rows import build_rows
+from pytest_tpu.sameref.turns import Follower, Leader, open_listener
+
+CONNECT_TIMEOUT_S = 300.0  # the base session's start: Python, pytest, plugins, its conftests
+STOP_TIMEOUT_S = 10.0
+# pytest-benchmark options that decide how a benchmark is measured: the base gets the same.
+BENCHMARK_OPTIONS = (
+    ("benchmark_timer", "--benchmark-timer"),
+    ("benchmark_min_rounds", "--benchmark-min-rounds"),
+    ("benchmark_max_time", "--benchmark-max-time"),
+    ("benchmark_min_time", "--benchmark-min-time"),
+    ("benchmark_calibration_precision", "--benchmark-calibration-precision"),
+    ("benchmark_warmup_iterations", "--benchmark-warmup-iterations"),
+)
+BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
+
+
+def _wrap_runner(fixture: Any, before: Any, after: Any) -> None:
+    """Call ``before``/``after`` around every round of one BenchmarkFixture instance."""
+    original = getattr(fixture, "_make_runner", None)
+    if not callable(original):
+        return
+
+    def make_runner(function: Any, args: Any, kwargs: Any) -> Any:
+        runner = original(function, args, kwargs)
+
+        def taking_turns(*call_args: Any) -> Any:
+            before()
+            try:
+                return runner(*call_args)
+            finally:
+                after()
+
+        return taking_turns
+
+    fixture._make_runner = make_runner
+
+
+def _option_value(value: Any) -> str:
+    target = getattr(value, "target", value)
+    if callable(target):
+        return f"{target.__module__}.{target.__name__}"
+    return str(value)
+
+
+def _in_tree(arg: str, root: Path, tree: Path) -> str:
+    """A test path of the head's command line, pointing into the base's worktree instead."""
+    path, sep, rest = arg.partition("::")
+    absolute = Path(path)
+    if not absolute.is_absolute():
+        return arg  # relative to the invocation folder, which has its twin in the worktree
+    try:
+        return str(tree / absolute.resolve().relative_to(root.resolve())) + sep + rest
+    except ValueError:
+        return arg  # outside the repository: the same files on both sides
+
+
+def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path) -> list[str]:
+    """The base session's command line: same selection, same measuring options."""
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        # Otherwise the base finds its tests itself, from its own testpaths or folder.
+        args += [_in_tree(str(arg), root, tree) for arg in config.args]
+    if config.option.keyword:
+        args += ["-k", config.option.keyword]
+    if config.option.markexpr:
+        args += ["-m", config.option.markexpr]
+    args += [
+        f"--accelerator={settings.accelerator}",
+        f"--workload-size={settings.workload_size}",
+        f"--workload-data={settings.workload_data}",
+    ]
+    if settings.virtual_cpus:
+        args.append(f"--virtual-cpus={settings.virtual_cpus}")
+    for dest, flag in BENCHMARK_OPTIONS:
+        value = config.getoption(dest, None)
+        if value is not None:
+            args.append(f"{flag}={_option_value(value)}")
+    args += [flag for dest, flag in BENCHMARK_FLAGS if config.getoption(dest, False)]
+    return args
+
+
+class HeadPlugin:
+    """This session's side: starts the base, leads the turns, compares and decides."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.ref = settings.compare_ref or ""
+        self.tree: worktree.Worktree | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.leader: Leader | None = None
+        self.conn: Connection | None = None
+        self.dirty = False
+        self.lines: list[str] = []
+        self.log = Path()
+        self._old_sigterm: Any = None
+
+    # -------------------------------------------------------------- start
+
+    def check(self) -> None:
+        """Usage errors before anything starts: options that cannot combine, an unknown REF."""
+        config = self.config
+        if self.settings.compare:
+            raise pytest.UsageError("--compare-ref and --compare cannot be used together")
+        if config.getoption("numprocesses", None) or config.getoption("dist", "no") != "no":
+            raise pytest.UsageError(
+                "--compare-ref takes turns round by round with one base process; it cannot run "
+                "under pytest-xdist (-n): drop -n"
+            )
+        if self.settings.workers:
+            raise pytest.UsageError("--compare-ref cannot be combined with --tpu-workers")
+        if "tpu" in self.settings.accelerator.kinds and self.settings.accelerator.mode != "auto":
+            raise pytest.UsageError(
+                "--compare-ref: a TPU admits one process at a time, and alternating whole runs "
+                "is not built yet; compare TPU benchmarks with --save-baseline/--compare"
+            )
+        try:
+            root = worktree.repository_root(config.rootpath)
+            self.commit = worktree.resolve(root, self.ref)
+        except worktree.RefError as exc:
+            raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
+        self.root = root
+        self.dirty = worktree.dirty(root)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Check out REF, start the base session and wait for it to connect."""
+        worktree.remove_stale(self.root)
+        try:
+            self.tree = worktree.create(self.root, self.commit)
+        except worktree.RefError as exc:
+            raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
+        self._old_sigterm = signal.signal(signal.SIGTERM, _interrupt)
+        listener, env = open_listener(str(self.tree.path.parent))
+        self._start_child(env)
+        self.conn = self._accept(listener)
+
+    def _start_child(self, env: dict[str, str]) -> None:
+        assert self.tree is not None
+        here = Path(self.config.invocation_params.dir)
+        try:
+            cwd = self.tree.path / here.resolve().relative_to(self.root.resolve())
+        except ValueError:
+            cwd = self.tree.path
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        full_env = {
+            **os.environ,
+            **env,
+            "PYTHONPATH": path,
+            "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # both sides share a GPU
+        }
+        self.log = Path(self.tree.path.parent) / "base-session.log"
+        with open(self.log, "wb") as out:
+            self.child = subprocess.Popen(
+                child_args(self.config, self.settings, self.root, self.tree.path),
+                cwd=cwd,
+                env=full_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def _accept(self, listener: Listener) -> Connection | None:
+        box: list[Connection] = []
+        thread = threading.Thread(target=lambda: box.append(listener.accept()), daemon=True)
+        thread.start()
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while thread.is_alive() and time.monotonic() < deadline:
+            if self.child is not None and self.child.poll() is not None:
+                break
+            thread.join(0.1)
+        if not box:
+            tail = self._log_tail()
+            self.lines.append(f"the base session ({self.ref}) did not start: {tail}")
+            return None
+        return box[0]
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no output"
+        return " | ".join(lines[-3:]) or "no output"
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        head = "this tree with uncommitted changes, measured as it is" if self.dirty else "HEAD"
+        return [
+            f"compare-ref: {self.ref} ({self.commit[:12]}) in a temporary worktree vs {head}; "
+            "one process per tree, benchmark rounds alternate ABBA (same job)"
+        ]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.conn is not None:
+            self.leader = Leader(self.conn, [item.nodeid for item in session.items])
+
+    # -------------------------------------------------------------- rounds
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        leader = self.leader
+        fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
+        if leader is None or fixture is None or getattr(fixture, "disabled", False):
+            return (yield)
+        nodeid = item.nodeid
+        _wrap_runner(fixture, lambda: leader.before_head_round(nodeid), lambda: None)
+        try:
+            outcome = yield
+        except (KeyboardInterrupt, SystemExit):
+            raise  # stopping: the base is ended at unconfigure, not waited for
+        except BaseException:
+            leader.after_head_test(nodeid)  # a failed test: the base may still take its turns
+            raise
+        leader.after_head_test(nodeid)
+        return outcome
+
+    # -------------------------------------------------------------- end
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.leader is None:
+            self.lines.append(f"nothing compared with {self.ref}: the base session did not run")
+            return
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.lines.append("session interrupted: the base session was stopped, nothing compared")
+            return  # pytest_unconfigure ends the base session and removes the worktree
+        base = self.leader.finish()
+        self._stop_child()
+        if self.leader.note:
+            self.lines.append(f"base session: {self.leader.note}")
+        results = self.config.stash[results_key]
+        threshold = (self.settings.fail_on_regression or 5.0) / 100
+        rows = build_rows(
+            results.passed,
+            [r.nodeid for r in results.failed],
+            base,
+            self.leader.rounds,
+            threshold,
+        )
+        self.config.stash[comparison_key] = rows
+        self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
+        if self.settings.fail_on_regression is not None:
+            self.lines += gate_lines(rows, self.settings.fail_on_regression, self.ref)
+            if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = REGRESSION_EXIT_CODE
+
+    def _stop_child(self) -> None:
+        child = self.child
+        if child is None or child.poll() is not None:
+            return
+        try:
+            child.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            child.terminate()
+            try:
+                child.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.lines:
+            terminalreporter.write_sep("-", f"pytest-tpu: compared with {self.ref} (same job)")
+            for line in self.lines:
+                terminalreporter.write_line(line)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Whatever happened: the base session ends and the worktree goes."""
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()
+        if self.child is not None and self.child.poll() is None:
+            self.child.kill()
+            self.child.wait()
+        if self.tree is not None:
+            self.tree.remove()
+        if self._old_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM ends the session like Ctrl-C, so the worktree and the base session are cleaned."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+class BasePlugin:
+    """The base session's side: takes its turns and reports its results to the head."""
+
+    def __init__(self, follower: Follower) -> None:
+        self.follower = follower
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
+        if fixture is not None and not getattr(fixture, "disabled", False):
+            nodeid = item.nodeid
+            _wrap_runner(
+                fixture,
+                lambda: self.follower.before_round(nodeid),
+                lambda: self.follower.after_round(nodeid),
+            )
+        return (yield)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, REPORT_ATTR, None)
+        if report.when == "call" and data is not None and report.passed:
+            self.follower.result(report.nodeid, {"outcome": "passed", **data})
+        elif report.failed:
+            error = str(getattr(report.longrepr, "reprcrash", report.longrepr) or "failed")
+            self.follower.result(report.nodeid, {"outcome": "failed", "error": error[:300]})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.follower.bye()
+
+
+def register(config: pytest.Config, settings: Settings) -> None:
+    """Register the head's plugin (``--compare-ref``) or the base's (a child of one)."""
+    follower = Follower.connect()
+    if follower is not None:
+        for name in ("PYTEST_TPU_REF_ADDRESS", "PYTEST_TPU_REF_KEY"):
+            os.environ.pop(name, None)  # never inherited by this session's own children
+        config.pluginmanager.register(BasePlugin(follower), "pytest-tpu-ref-base")
+        return
+    if settings.compare_ref:
+        head = HeadPlugin(config, settings)
+        head.check()
+        config.pluginmanager.register(head, "pytest-tpu-ref-head")

@@ -1,0 +1,106 @@
+"""Rows of a same-job comparison: head's rounds against base's, pair by pair (plain data)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_tpu.gate.compare import Measured, Row, decide
+from pytest_tpu.gate.stats import clean, pair_differences, paired_change
+from pytest_tpu.results import BenchResult
+from pytest_tpu.sameref.turns import Rounds
+
+
+def _measured(turns: Sequence[int], samples: Sequence[float]) -> list[tuple[int, float]]:
+    """The measured rounds with their turns: they are the last runner calls of a benchmark."""
+    if not samples or len(turns) < len(samples):
+        return []
+    return list(zip(turns[-len(samples) :], samples, strict=True))
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    data = sorted(clean(values))
+    if not data:
+        return None
+    cut = len(data) // 4
+    middle = data[cut : len(data) - cut]
+    return math.exp(math.fsum(math.log(x) for x in middle) / len(middle))
+
+
+def _common(nodeid: str) -> dict[str, Any]:
+    return {"nodeid": nodeid, "metric": "time", "unit": "s", "higher_is_better": False}
+
+
+def compare_one(
+    head: BenchResult, base_samples: Sequence[float], rounds: Rounds, threshold: float
+) -> Row:
+    """The row of a benchmark measured on both sides."""
+    head_rounds = _measured(rounds.head, head.samples)
+    base_rounds = _measured(rounds.base, base_samples)
+    differences = pair_differences(head_rounds, base_rounds)
+    values: dict[str, Any] = {
+        "base_value": _geomean([v for _, v in base_rounds]) or _geomean(base_samples),
+        "current_value": _geomean([v for _, v in head_rounds]) or _geomean(head.samples),
+    }
+    found = paired_change(differences)
+    if found is None:
+        return Row(
+            status="compared",
+            verdict="inconclusive",
+            reason="no rounds ran next to each other (one side ran alone)",
+            **values,
+            **_common(head.nodeid),
+        )
+    decision = decide(Measured(found, "paired", None), threshold)
+    return Row(
+        status="compared",
+        verdict=decision.verdict,
+        change=found.estimate,
+        low=found.low,
+        high=found.high,
+        confidence=found.p_slower,
+        detectable=found.detectable,
+        regression=decision.regression,
+        noise_source=found.source,
+        reason=decision.reason,
+        **values,
+        **_common(head.nodeid),
+    )
+
+
+def build_rows(
+    head: Sequence[BenchResult],
+    head_failed: Sequence[str],
+    base: Mapping[str, Mapping[str, Any]],
+    rounds: Mapping[str, Rounds],
+    threshold: float,
+) -> list[Row]:
+    """Every row: compared, new (head only), missing (base only), failed on either side."""
+    rows = []
+    for result in head:
+        other = base.get(result.nodeid)
+        if other is None:
+            rows.append(Row(status="new", **_common(result.nodeid)))
+        elif other.get("outcome") != "passed":
+            why = other.get("error") or other.get("outcome", "did not run")
+            rows.append(
+                Row(
+                    status="base failed",
+                    reason=f"failed on the base side ({why}); the head result stands",
+                    **_common(result.nodeid),
+                )
+            )
+        else:
+            samples = [float(x) for x in other.get("samples", ())]
+            rows.append(
+                compare_one(result, samples, rounds.get(result.nodeid, Rounds()), threshold)
+            )
+    measured = {result.nodeid for result in head} | set(head_failed)
+    rows += [Row(status="failed", **_common(nodeid)) for nodeid in head_failed]
+    rows += [
+        Row(status="missing", **_common(nodeid))
+        for nodeid, other in base.items()
+        if nodeid not in measured and other.get("outcome") == "passed"
+    ]
+    return rows

@@ -1,0 +1,198 @@
+"""Turn-taking between the head session (this process) and the base session (a child process).
+
+Every round of every benchmark, on both sides, goes through pytest-benchmark's runner; before a
+round each side asks for its turn. The head is the leader: it grants the base its turns so that
+the rounds of one benchmark alternate in ABBA order (head, base, base, head, ...), and records the
+turn each round ran in. Rounds ``2k`` and ``2k + 1`` form pair ``k``: they ran next to each other,
+so whatever the machine did then hit both alike.
+
+The base follows the head's order of tests. A base that is ahead (a test the head has not reached,
+or will never run) waits; one that is behind (a test the head skipped or does not have) is served
+at once, unpaired. A base that stops answering is dropped after ``TIMEOUT_S`` and the head goes on
+alone.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any
+
+ADDRESS_ENV = "PYTEST_TPU_REF_ADDRESS"  # the head's socket, in the base's environment
+KEY_ENV = "PYTEST_TPU_REF_KEY"  # shared secret: only our child may take turns
+TIMEOUT_S = 900.0  # longest the head waits for one answer of the base (a slow first setup)
+HEAD, BASE = "head", "base"
+HEAD_GONE_EXIT = 3  # the base session's exit status when the head session went away
+
+
+def turn_of(count: int) -> str:
+    """ABBA: turns 0 and 3 of every four are the head's."""
+    return HEAD if count % 4 in (0, 3) else BASE
+
+
+@dataclass
+class Rounds:
+    """The turn of every runner call of one benchmark, per side, in call order."""
+
+    head: list[int] = field(default_factory=list)
+    base: list[int] = field(default_factory=list)
+
+
+def open_listener(folder: str) -> tuple[Listener, dict[str, str]]:
+    """A listener on a Unix socket in ``folder`` and the environment a base child needs.
+
+    A Unix socket, not TCP on loopback: a turn is a few small messages, and TCP's delayed
+    acknowledgements add tens of milliseconds to each of them.
+    """
+    key = secrets.token_hex(16)
+    address = os.path.join(folder, "turns.sock")
+    listener = Listener(address, family="AF_UNIX", authkey=key.encode())
+    return listener, {ADDRESS_ENV: address, KEY_ENV: key}
+
+
+class Leader:
+    """The head's side: grants the base its turns and keeps the pairing."""
+
+    def __init__(self, conn: Connection, order: Sequence[str]) -> None:
+        self.conn = conn
+        self.position = {nodeid: i for i, nodeid in enumerate(order)}
+        self.counts: dict[str, int] = defaultdict(int)
+        self.rounds: dict[str, Rounds] = defaultdict(Rounds)
+        self.results: dict[str, dict[str, Any]] = {}
+        self.pending: str | None = None
+        self.gone = False
+        self.note = ""
+
+    # -------------------------------------------------------------- messages from the base
+
+    def _receive(self) -> None:
+        """Read messages until the base asks for a turn (or leaves); results are kept."""
+        while self.pending is None and not self.gone:
+            try:
+                if not self.conn.poll(TIMEOUT_S):
+                    self._drop(f"the base session did not answer for {TIMEOUT_S:g} s")
+                    return
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                self._drop("the base session ended")
+                return
+            kind = message[0]
+            if kind == "want":
+                self.pending = message[1]
+            elif kind == "result":
+                self.results[message[1]] = message[2]
+            elif kind == "bye":
+                self._drop("")
+
+    def _drop(self, why: str) -> None:
+        self.gone = True
+        self.pending = None
+        if why and not self.note:
+            self.note = why
+
+    def _grant(self, nodeid: str | None) -> None:
+        """Let the base run the round it asked for; record it when it pairs with ``nodeid``."""
+        wanted = self.pending
+        self.pending = None
+        try:
+            self.conn.send(("go",))
+            while True:
+                message = self.conn.recv()
+                if message[0] == "done":
+                    break
+                if message[0] == "result":
+                    self.results[message[1]] = message[2]
+        except (EOFError, OSError):
+            self._drop("the base session ended during a round")
+            return
+        if wanted is not None and wanted == nodeid:
+            self.rounds[nodeid].base.append(self.counts[nodeid])
+            self.counts[nodeid] += 1
+
+    def _behind(self, wanted: str, nodeid: str) -> bool:
+        """The base asks for a test the head already passed, or never runs."""
+        where = self.position.get(wanted)
+        return where is None or where < self.position.get(nodeid, -1)
+
+    # -------------------------------------------------------------- the head's hooks
+
+    def before_head_round(self, nodeid: str) -> None:
+        """Give the base its turns before the head's next round of ``nodeid``."""
+        while turn_of(self.counts[nodeid]) == BASE:
+            self._receive()
+            if self.gone or self.pending is None:
+                break
+            if self.pending == nodeid:
+                self._grant(nodeid)
+            elif self._behind(self.pending, nodeid):
+                self._grant(None)
+            else:  # the base is past this test: the head goes on alone
+                break
+        self.rounds[nodeid].head.append(self.counts[nodeid])
+        self.counts[nodeid] += 1
+
+    def after_head_test(self, nodeid: str) -> None:
+        """Let the base finish its rounds of ``nodeid`` (and anything it is behind on)."""
+        while True:
+            self._receive()
+            if self.gone or self.pending is None:
+                return
+            if self.pending == nodeid:
+                self._grant(nodeid)
+            elif self._behind(self.pending, nodeid) or self.pending == "":
+                self._grant(None)
+            else:
+                return
+
+    def finish(self) -> dict[str, dict[str, Any]]:
+        """Serve whatever the base still runs, then take its last results."""
+        while not self.gone:
+            self._receive()
+            if self.pending is not None:
+                self._grant(None)
+        return self.results
+
+
+class Follower:
+    """The base's side: asks for every round and reports every result."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    def connect(cls) -> Follower | None:
+        address = os.environ.get(ADDRESS_ENV)
+        key = os.environ.get(KEY_ENV)
+        if not address or not key:
+            return None
+        return cls(Client(address, family="AF_UNIX", authkey=key.encode()))
+
+    def _talk(self, message: tuple[Any, ...], answer: bool = False) -> None:
+        """Send ``message`` (and wait for "go"); without a head there is nothing to measure
+        for, so the base session ends at once rather than run on untimed."""
+        try:
+            self.conn.send(message)
+            if answer and self.conn.recv()[0] != "go":
+                raise EOFError
+        except (EOFError, OSError):
+            os._exit(HEAD_GONE_EXIT)
+
+    def before_round(self, nodeid: str) -> None:
+        self._talk(("want", nodeid), answer=True)
+
+    def after_round(self, nodeid: str) -> None:
+        self._talk(("done", nodeid))
+
+    def result(self, nodeid: str, data: dict[str, Any]) -> None:
+        self._talk(("result", nodeid, data))
+
+    def bye(self) -> None:
+        try:
+            self.conn.send(("bye",))
+            self.conn.close()
+        except OSError:
+            pass

@@ -1,0 +1,122 @@
+"""A temporary git worktree of the base revision, removed whatever way the session ends.
+
+Worktrees are created under the system's temporary folder with a name that carries the owning
+process id (``pytest-tpu-ref-<pid>-<random>``). They are removed at session end, on Ctrl-C and on
+SIGTERM (``pytest_unconfigure`` and ``atexit``); one left by a process that was killed outright is
+removed by the next session in the same repository, once its owner is gone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "pytest-tpu-ref-"
+GIT_TIMEOUT = 120.0
+
+
+class RefError(Exception):
+    """A revision or repository that cannot be used; the message names it."""
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT
+        )
+    except FileNotFoundError:
+        raise RefError("git is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise RefError(f"git {' '.join(args)} did not finish in {GIT_TIMEOUT:g} s") from None
+
+
+def repository_root(path: Path) -> Path:
+    """The top of the git checkout holding ``path``."""
+    done = _git(path, "rev-parse", "--show-toplevel")
+    if done.returncode != 0:
+        raise RefError(f"{path} is not inside a git checkout")
+    return Path(done.stdout.strip())
+
+
+def resolve(root: Path, ref: str) -> str:
+    """The commit ``ref`` names (any revision: a branch, a tag, a sha, ``origin/main``)."""
+    if not ref or ref.startswith("-"):
+        raise RefError(f"{ref!r} is not a git revision")
+    done = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if done.returncode != 0:
+        raise RefError(f"unknown revision {ref!r} in {root}")
+    return done.stdout.strip()
+
+
+def dirty(root: Path) -> bool:
+    """Whether the checkout has uncommitted changes to tracked files."""
+    done = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+@dataclass
+class Worktree:
+    """A checked-out base revision; ``remove`` is idempotent."""
+
+    root: Path  # the repository it belongs to
+    path: Path
+    commit: str
+
+    def remove(self) -> None:
+        if not self.path.exists():
+            return
+        _git(self.root, "worktree", "remove", "--force", str(self.path))
+        shutil.rmtree(self.path, ignore_errors=True)
+        _git(self.root, "worktree", "prune")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(root: Path) -> list[Path]:
+    """Remove worktrees of ours whose owning process is gone; returns what was removed."""
+    done = _git(root, "worktree", "list", "--porcelain")
+    removed = []
+    for line in done.stdout.splitlines():
+        path = Path(line.removeprefix("worktree ").strip())
+        if not line.startswith("worktree ") or not path.parent.name.startswith(PREFIX):
+            continue
+        owner = path.parent.name.removeprefix(PREFIX).split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            Worktree(root, path, "").remove()
+            shutil.rmtree(path.parent, ignore_errors=True)
+            removed.append(path)
+    _git(root, "worktree", "prune")
+    return removed
+
+
+def create(root: Path, commit: str) -> Worktree:
+    """Check ``commit`` out in a fresh temporary worktree, removed at exit at the latest."""
+    parent = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+    path = parent / "tree"
+    tree = Worktree(root, path, commit)
+    atexit.register(_remove_all, tree, parent)
+    done = _git(root, "worktree", "add", "--detach", str(path), commit)
+    if done.returncode != 0:
+        _remove_all(tree, parent)
+        raise RefError(f"could not check out {commit[:12]}: {done.stderr.strip()}")
+    return tree
+
+
+def _remove_all(tree: Worktree, parent: Path) -> None:
+    with contextlib.suppress(Exception):
+        tree.remove()
+    shutil.rmtree(parent, ignore_errors=True)

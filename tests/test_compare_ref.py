@@ -1,0 +1,177 @@
+"""--compare-ref: base and head in one job, in real git repositories with real commits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_tpu.options import REGRESSION_EXIT_CODE
+
+BENCH = """
+N = {n}
+
+def work():
+    total = 0
+    for i in range(N):
+        total += i % 7
+    return total
+
+def test_fn(benchmark):
+    benchmark(work)
+
+def test_ped(benchmark):
+    benchmark.pedantic(work, rounds=40, warmup_rounds=2)
+"""
+FAST = ["-p", "no:cacheprovider", "--benchmark-disable-gc", "--benchmark-max-time=0.2"]
+
+
+def git(path, *args):
+    done = subprocess.run(["git", *args], cwd=path, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(pytester):
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "config", "user.email", "t@example.com")
+    git(pytester.path, "config", "user.name", "t")
+    pytester.makepyfile(test_bench=BENCH.format(n=3000))
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-qm", "base")
+    return pytester
+
+
+def commit(pytester, message, **files):
+    pytester.makepyfile(**files)
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-qm", message)
+
+
+def worktrees(pytester):
+    return git(pytester.path, "worktree", "list").splitlines()
+
+
+def test_same_code_is_not_slower_and_the_worktree_is_gone(repo):
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--fail-on-regression=25")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "compare-ref: HEAD (*) in a temporary worktree vs HEAD; one process per tree*",
+            "compared with HEAD (same job): *",
+            "*test_bench.py::test_ped: * time *paired rounds in this job*",
+            "regression gate (25%): passed, 2 checked*",
+        ]
+    )
+    assert len(worktrees(repo)) == 1
+
+
+def test_a_slower_commit_fails_with_exit_6(repo):
+    commit(repo, "slower", test_bench=BENCH.format(n=9000))
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1", "--fail-on-regression=25")
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(["REGRESSION test_bench.py::test_ped: time +*% vs 'HEAD~1'*"])
+    assert len(worktrees(repo)) == 1
+
+
+def test_new_missing_and_base_failures_are_rows(repo):
+    broken = BENCH.format(n=3000) + "\ndef test_old(benchmark):\n    benchmark(sum, [1])\n"
+    broken += "\ndef test_flaky(benchmark):\n    benchmark(sum, [1])\n    assert False\n"
+    commit(repo, "base with extras", test_bench=broken)
+    head = BENCH.format(n=3000) + "\ndef test_flaky(benchmark):\n    benchmark(sum, [1])\n"
+    head += "\ndef test_new(benchmark):\n    benchmark(sum, [1])\n"
+    commit(repo, "head", test_bench=head)
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*test_bench.py::test_flaky: base failed: failed on the base side (*)*head result*",
+            "*test_bench.py::test_new: new*",
+            "*test_bench.py::test_old: missing*",
+        ],
+        consecutive=False,
+    )
+
+
+def test_a_dirty_tree_is_measured_as_it_is_and_the_header_says_so(repo):
+    (repo.path / "test_bench.py").write_text(BENCH.format(n=3100))
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    result.stdout.fnmatch_lines(["*vs this tree with uncommitted changes, measured as it is*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--compare-ref=nope"], "*--compare-ref=nope: unknown revision 'nope'*"),
+        (["--compare-ref=HEAD", "-n", "2"], "*cannot run under pytest-xdist*"),
+        (["--compare-ref=HEAD", "--compare=main"], "*cannot be used together*"),
+    ],
+)
+def test_usage_errors_name_the_problem(repo, args, message):
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_outside_a_git_checkout_is_a_usage_error(pytester):
+    pytester.makepyfile(test_bench=BENCH.format(n=10))
+    env_dir = pytester.path
+    result = pytester.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--compare-ref=HEAD: {env_dir}* not inside a git checkout*"])
+
+
+SLOW = """
+import pathlib, time
+
+def test_slow(benchmark):
+    pathlib.Path("started").touch()
+    benchmark.pedantic(time.sleep, args=(0.2,), rounds=300)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_session_leaves_no_worktree_and_no_base_process(repo, sig):
+    commit(repo, "slow", test_slow=SLOW)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, "test_slow.py", "--compare-ref=HEAD"],
+        cwd=repo.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    deadline = time.monotonic() + 120
+    while not (repo.path / "started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.1)
+    time.sleep(1.0)  # both sides are taking turns now
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode != 0
+    assert len(worktrees(repo)) == 1, out
+    left = subprocess.run(["pgrep", "-f", "test_slow.py"], capture_output=True, text=True)
+    assert str(proc.pid) not in left.stdout and not left.stdout.strip(), left.stdout
+
+
+def test_a_worktree_left_by_a_killed_session_is_removed_next_time(repo):
+    commit(repo, "slow", test_slow=SLOW)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, "test_slow.py", "--compare-ref=HEAD"],
+        cwd=repo.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not (repo.path / "started").exists():  # the base session is taking turns
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    subprocess.run(["pkill", "-KILL", "-f", "test_slow.py"], check=False)
+    assert len(worktrees(repo)) == 2  # SIGKILL: nothing could clean up
+    repo.runpytest_subprocess(*FAST, "test_bench.py", "--compare-ref=HEAD")
+    assert len(worktrees(repo)) == 1
