@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TF_EXTRA ?= $(shell if nvidia-smi -L >/dev/null 2>&1; then echo gpu; \
 	elif ls /dev/accel0 >/dev/null 2>&1; then echo tpu; else echo cpu; fi)
 STAMP := $(VENV)/.installed-$(TF_EXTRA)
-BENCH_ARGS ?= --workload-size=default
+BENCH_ARGS ?= --tpu-workload-size=default
 
 .PHONY: install test lint typecheck unit bench clean
 

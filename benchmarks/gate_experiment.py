@@ -44,7 +44,7 @@ def pytest_args(workdir: Path, timer: str) -> list[str]:
         "-p",
         "no:cacheprovider",
         "--accelerator=cpu",
-        f"--baseline-dir={workdir / 'baselines'}",
+        f"--tpu-baseline-dir={workdir / 'baselines'}",
         f"--benchmark-storage=file://{workdir / 'pytest-benchmark'}",
         f"--benchmark-timer={timer}",
     ]

@@ -54,6 +54,7 @@ _CONTROLLER_ONLY = {
     "--tpu-measure-noise": _FLAG,
     "--measure-noise": _FLAG,
     "--tpu-profile-regressions": _VALUE,
+    "--profile-regressions": _VALUE,
     "--tpu-workers": _VALUE,
     "--basetemp": _VALUE,
     "--benchmark-compare": _OPTIONAL,

@@ -295,7 +295,7 @@ def _add_output_options(group: pytest.OptionGroup, parser: pytest.Parser) -> Non
     _add(
         group,
         parser,
-        "--tpu-speedup-reference",
+        ("--tpu-speedup-reference", "--speedup-reference"),
         "Device kind the speedup columns are relative "
         "to (default cpu; the first device present if that one is missing).",
         type=parse_speedup_reference,
@@ -327,7 +327,7 @@ def _add_output_options(group: pytest.OptionGroup, parser: pytest.Parser) -> Non
     _add(
         group,
         parser,
-        "--tpu-profile-regressions",
+        ("--tpu-profile-regressions", "--profile-regressions"),
         "Re-run each regressed benchmark once under "
         "the TensorFlow profiler and save its trace in DIR.",
         metavar="DIR",

@@ -35,7 +35,7 @@ def test_disabled_benchmarks_are_not_reported_as_failures(pytester: pytest.Pytes
             benchmark(sum, range(100))
         """
     )
-    result = pytester.runpytest("--benchmark-disable", "--report=out.json")
+    result = pytester.runpytest("--benchmark-disable", "--tpu-report=out.json")
     result.assert_outcomes(passed=1)
     assert "failed" not in result.stdout.str()
     assert json.loads((pytester.path / "out.json").read_text()).get("failed", []) == []
