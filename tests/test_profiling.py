@@ -1,4 +1,4 @@
-"""``--tpu-profile-regressions``: a regressed benchmark re-run once under the TensorFlow profiler."""
+"""``--tpu-profile-regressions``: a regressed benchmark re-run once under TensorFlow's profiler."""
 
 from __future__ import annotations
 

@@ -13,14 +13,16 @@ pytest.importorskip("xdist")
 BENCHES = """
 import os, time, pytest
 
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
 @pytest.mark.parametrize("i", range(4))
 def test_bench(benchmark, accelerator, i):
     def work():
         with open("spans.log", "a") as log:
-            log.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} start {time.monotonic()}\\n")
+            log.write(f"{WORKER} start {time.monotonic()}\\n")
         sum(range(200_000))
         with open("spans.log", "a") as log:
-            log.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} end {time.monotonic()}\\n")
+            log.write(f"{WORKER} end {time.monotonic()}\\n")
     benchmark.extra_info.update(metric="time", unit="s")
     benchmark.pedantic(work, rounds=5)
 """
@@ -33,7 +35,7 @@ def _spans(text: str) -> list[tuple[str, str]]:
 def test_two_workers_take_turns_and_all_results_are_gathered(pytester: pytest.Pytester):
     pytester.makepyfile(BENCHES)
     result = pytester.runpytest_subprocess(
-        "-n", "2", "--junitxml=junit.xml", "-p", "xdist", "--accelerator=cpu", "--benchmark-json=b.json"
+        "-n", "2", "--junitxml=junit.xml", "-p", "xdist", "--accelerator=cpu", "--benchmark-json=j"
     )
     result.assert_outcomes(passed=4)
     spans = _spans((pytester.path / "spans.log").read_text())
@@ -44,7 +46,7 @@ def test_two_workers_take_turns_and_all_results_are_gathered(pytester: pytest.Py
     measured = [case for case in cases if case.find("properties/property") is not None]
     assert len(measured) == 4
     # The figures reach the controller on the reports; no worker writes a partial file.
-    assert not (pytester.path / "b.json").exists()
+    assert not (pytester.path / "j").exists()
 
 
 PLAIN = """
