@@ -39,3 +39,24 @@ def test_disabled_benchmarks_are_not_reported_as_failures(pytester: pytest.Pytes
     result.assert_outcomes(passed=1)
     assert "failed" not in result.stdout.str()
     assert json.loads((pytester.path / "out.json").read_text()).get("failed", []) == []
+
+
+def test_a_benchmark_passed_on_rerun_counts_once_as_passed(pytester: pytest.Pytester):
+    """pytest-rerunfailures logs the failed attempt as "rerun": not the test's outcome."""
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(
+        """
+        import pathlib
+
+        def test_flaky(benchmark):
+            benchmark(sum, range(100))
+            marker = pathlib.Path("attempted")
+            if not marker.exists():
+                marker.touch()
+                raise AssertionError("first attempt fails")
+        """
+    )
+    result = pytester.runpytest("--reruns=1", "--save-baseline=main", "-p", "no:cacheprovider")
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
+    result.stdout.no_fnmatch_line("*left out*")
+    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *"])
