@@ -15,7 +15,7 @@ from processes import alive, announced_pids
 
 from pytest_tpu import cluster, workers
 
-PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider")
+PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--accelerator=cpu")
 
 ALLREDUCE_TEST = """
 import tensorflow as tf

@@ -19,7 +19,7 @@ def test_sum(benchmark, accelerator):
 
 def test_device_fields_reach_pytest_benchmark_json(pytester: pytest.Pytester):
     pytester.makepyfile(DEVICE_BENCH)
-    result = pytester.runpytest_subprocess("--benchmark-json=out.json")
+    result = pytester.runpytest_subprocess("--benchmark-json=out.json", "--accelerator=cpu")
     result.assert_outcomes(passed=1)
     (entry,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
     assert entry["extra_info"]["accelerator"] == "cpu"

@@ -12,7 +12,7 @@ from processes import alive, announced_pids
 
 from pytest_tpu.devices import local_devices
 
-PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider")
+PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--accelerator=cpu")
 
 # Tiny sizes of the suite's workloads, driven the way benchmarks/ drives them.
 SUITE_TEST = """
