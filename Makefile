@@ -7,16 +7,25 @@ BIN := $(VENV)/bin
 TF_EXTRA ?= $(shell if nvidia-smi -L >/dev/null 2>&1; then echo gpu; \
 	elif ls /dev/accel0 >/dev/null 2>&1; then echo tpu; else echo cpu; fi)
 STAMP := $(VENV)/.installed-$(TF_EXTRA)
-BENCH_ARGS ?= --workload-size=default
+BENCH_ARGS ?= --tpu-workload-size=default
+# Plugins whose option names pytest-tpu once clashed with; tests load them from here only
+# (tests/test_neighbours.py), so that they do not load, and warn, in every other session.
+NEIGHBOURS := $(VENV)/neighbours
+# pytest-benchmark's own suite with and without pytest-tpu (`make benchmark-compat`).
+COMPAT_VENV := .venv-compat
+COMPAT_DIR := build/benchmark-compat
 
-.PHONY: install test lint typecheck unit bench clean
+.PHONY: install test lint typecheck unit bench dist benchmark-compat load-cost clean
 
 install: $(STAMP)
 
+# pip 25.1 or later reads PEP 735 dependency groups (`--group dev`): upgrade pip first.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA),dev]"
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA)]" --group dev
+	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(NEIGHBOURS) \
+		pytest-parallel pytest-reporter
 	rm -f $(VENV)/.installed-* && touch $@
 
 lint: install
@@ -34,5 +43,36 @@ test: lint typecheck unit
 bench: install
 	$(BIN)/python -m pytest benchmarks $(BENCH_ARGS)
 
+# The sdist and wheel, checked as PyPI will render them.
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# Minutes, not seconds: not part of `make test`. Its own environment, so pytest-benchmark's test
+# dependencies stay out of .venv; no TensorFlow there (the plugin must load without it).
+$(COMPAT_VENV)/.installed: pyproject.toml
+	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(COMPAT_VENV)/bin/python -m pip install --quiet -e . pytest-xdist
+	touch $@
+
+# The version is read once the environment exists: make expands a recipe before running it.
+benchmark-compat: $(COMPAT_VENV)/.installed
+	$(eval BENCH_VERSION := $(shell $(COMPAT_VENV)/bin/python -c \
+		"from importlib.metadata import version; print(version('pytest-benchmark'))"))
+	$(COMPAT_VENV)/bin/python -m pip install --quiet \
+		"pytest-benchmark[aspect,elasticsearch,histogram]==$(BENCH_VERSION)" \
+		freezegun nbmake pygal pygaljs setuptools
+	rm -rf $(COMPAT_DIR) && mkdir -p $(COMPAT_DIR)
+	$(COMPAT_VENV)/bin/python -m pip download --quiet --no-binary :all: --no-deps \
+		--dest $(COMPAT_DIR) "pytest-benchmark==$(BENCH_VERSION)"
+	$(COMPAT_VENV)/bin/python experiments/benchmark_compat.py $(COMPAT_DIR) \
+		$(COMPAT_DIR)/pytest_benchmark-$(BENCH_VERSION).tar.gz
+
+# pytest --help and a plain session, with and without the plugin (experiments/load_cost.py).
+load-cost: install
+	$(BIN)/python experiments/load_cost.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(COMPAT_VENV) .mypy_cache .ruff_cache .pytest_cache build dist

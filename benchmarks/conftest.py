@@ -21,7 +21,7 @@ Progress = Callable[[str], None]
 
 @pytest.fixture(scope="session")
 def sizes(workload_size: str) -> WorkloadSizes:
-    """How much work ``--workload-size`` asks of each workload."""
+    """How much work ``--tpu-workload-size`` asks of each workload."""
     return sizes_for(workload_size)
 
 
@@ -35,13 +35,13 @@ def _load(loader: Callable[[], workload_data_module.Arrays]) -> workload_data_mo
 
 @pytest.fixture(scope="session")
 def mnist_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.Arrays:
-    """MNIST-shaped training images for the CNN (synthetic unless ``--workload-data=real``)."""
+    """MNIST-shaped training images for the CNN (synthetic unless ``--tpu-workload-data=real``)."""
     return _load(lambda: workload_data_module.mnist(sizes.cnn.samples, workload_data))
 
 
 @pytest.fixture(scope="session")
 def imdb_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.Arrays:
-    """IMDB-shaped reviews for the LSTM (synthetic unless ``--workload-data=real``)."""
+    """IMDB-shaped reviews for the LSTM (synthetic unless ``--tpu-workload-data=real``)."""
     return _load(lambda: workload_data_module.imdb(sizes.lstm.samples, workload_data))
 
 

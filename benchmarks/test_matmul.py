@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tpu.session import session_key
+from pytest_tpu import selected_workload_size
 from pytest_tpu.timing import SyncedRounds, median
 from pytest_tpu.workloads import MatmulChain, chain_steps, default_jit_compile, sizes_for, tflops
 from pytest_tpu.workloads.sizes import MATMUL_DTYPES
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """The sizes N depend on --workload-size, known only once options are resolved."""
+    """The sizes N depend on --tpu-workload-size, known only once options are resolved."""
     if "n" in metafunc.fixturenames:
-        size = metafunc.config.stash[session_key].settings.workload_size
-        metafunc.parametrize("n", sizes_for(size).matmul.ns)
+        metafunc.parametrize("n", sizes_for(selected_workload_size(metafunc.config)).matmul.ns)
 
 
 @pytest.mark.parametrize("dtype", MATMUL_DTYPES)

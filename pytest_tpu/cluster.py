@@ -1,8 +1,8 @@
-"""Scale-out with MultiWorkerMirroredStrategy (``--workers``, ``TF_CONFIG``) and the scaling table.
+"""Scale-out with MultiWorkerMirroredStrategy (``--tpu-workers``, ``TF_CONFIG``), scaling table.
 
 One plugin object, three roles chosen at configure time:
 
-* **controller** (``--workers=N``, no ``TF_CONFIG``): runs the session's tests in N local worker
+* **controller** (``--tpu-workers=N``, no ``TF_CONFIG``): runs the session's tests in N local worker
   processes (``python -m pytest`` with the same arguments), each with its own ``TF_CONFIG`` on
   127.0.0.1, replays the chief's reports as its own (so the terminal, ``--junitxml``, the result
   store and the gate see them), then runs 1, 2, 4, ... workers for the scaling table.
@@ -46,14 +46,16 @@ _FLAG, _VALUE, _OPTIONAL = "flag", "value", "optional"
 _CONTROLLER_ONLY = {
     "--junitxml": _VALUE,
     "--junit-xml": _VALUE,
-    "--report": _VALUE,
-    "--report-plot": _VALUE,
+    "--tpu-report": _VALUE,
+    "--tpu-report-plot": _VALUE,
     "--save-baseline": _OPTIONAL,
     "--compare": _OPTIONAL,
     "--fail-on-regression": _VALUE,
+    "--tpu-measure-noise": _FLAG,
     "--measure-noise": _FLAG,
+    "--tpu-profile-regressions": _VALUE,
     "--profile-regressions": _VALUE,
-    "--workers": _VALUE,
+    "--tpu-workers": _VALUE,
     "--basetemp": _VALUE,
     "--benchmark-compare": _OPTIONAL,
     "--benchmark-compare-fail": _VALUE,
@@ -176,9 +178,10 @@ def scaling_points(results: Iterable[BenchResult]) -> list[scaling.Point]:
 
 
 def scaling_rows(config: pytest.Config) -> list[scaling.ScalingRow]:
-    """The session's scaling table: from the ``--workers`` runs, else from the result store.
+    """The session's scaling table: from the ``--tpu-workers`` runs, else from the result store.
 
-    This is the call for ``--report``: ``scaling.to_markdown(rows)`` / ``scaling.to_dicts(rows)``.
+    This is the call for ``--tpu-report``: ``scaling.to_markdown(rows)`` or
+    ``scaling.to_dicts(rows)``.
     """
     results = config.stash.get(sweep_key, None)
     if results is None:
@@ -199,7 +202,7 @@ class ClusterPlugin:
         self.crashed = False
         self._reports: IO[str] | None = None
         if self.controller and config.getoption("numprocesses", None):
-            raise pytest.UsageError("--workers cannot be combined with pytest-xdist's -n")
+            raise pytest.UsageError("--tpu-workers cannot be combined with pytest-xdist's -n")
 
     # -- worker role -------------------------------------------------------------------------
 

@@ -1,9 +1,14 @@
-"""A lock per device kind shared by the pytest-xdist workers of one run.
+"""Device benchmarks under pytest-xdist: measured on the workers, one at a time per device.
 
 Two benchmarks timed at the same time on one device measure each other. The workers of one
 ``pytest -n N`` run take turns through an exclusive ``flock`` on one file per device kind, named
 after the run's id, so separate sessions never wait on each other. The kernel drops the lock when
 its holder dies, so a killed worker never blocks the others.
+
+pytest-benchmark switches itself off under xdist. ``measure_on_worker`` switches measuring back on
+for the plugin's own device benchmarks only, and keeps their figures out of pytest-benchmark's
+files on the worker (each worker would write its own partial ``--benchmark-json``): they reach
+the controller on the test report instead (``results.REPORT_ATTR``).
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 try:
     import fcntl
@@ -41,3 +49,31 @@ def device_lock(run_id: str, kind: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def measure_on_worker(item: pytest.Item) -> None:
+    """Measure this device benchmark on an xdist worker, unless the user turned measuring off.
+
+    Only this test's own fixture instance changes: pytest-benchmark's session, its other
+    tests and its files stay as they are.
+    """
+    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    if fixture is None or not _off_only_because_of_xdist(item.config):
+        return
+    fixture.disabled = False
+    # The fixture hands its figures to the session's list, which the worker would save as a
+    # partial file; the test report carries them to the controller instead.
+    fixture._add_stats = _not_to_worker_files
+
+
+def _off_only_because_of_xdist(config: pytest.Config) -> bool:
+    """pytest-benchmark's own rule: off with --benchmark-disable (unless --benchmark-enable),
+    skipped with --benchmark-skip; otherwise xdist alone turned it off."""
+    disabled = config.getoption("benchmark_disable", False) and not config.getoption(
+        "benchmark_enable", False
+    )
+    return not disabled and not config.getoption("benchmark_skip", False)
+
+
+def _not_to_worker_files(stats: Any) -> None:
+    """The fixture keeps its ``stats``; pytest-benchmark's worker session does not get them."""

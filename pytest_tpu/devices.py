@@ -74,8 +74,12 @@ def cpu_cores() -> int:
 
 def discover(virtual_cpus: int | None, tpu_timeout: float) -> Inventory:
     """Find every device; ``virtual_cpus`` splits the CPU before TensorFlow initialises."""
-    import tensorflow as tf
-
+    try:
+        import tensorflow as tf
+    except ImportError as exc:
+        # Installing without a TensorFlow extra is allowed: device tests skip with this reason.
+        reason = f"TensorFlow is not installed ({exc}); install one extra: cpu, gpu or tpu"
+        return Inventory(missing=dict.fromkeys(KINDS, reason))
     inventory = Inventory()
     _split_cpu(tf, virtual_cpus)
     _find_tpu(inventory, tpu_timeout)
@@ -96,8 +100,8 @@ def _split_cpu(tf: Any, virtual_cpus: int | None) -> None:
         # TensorFlow was initialised before the first device was needed (for example by
         # module-level TensorFlow code): logical devices can no longer be changed.
         raise RuntimeError(
-            f"--virtual-cpus={virtual_cpus}: TensorFlow was already initialised, so the CPU can "
-            f"no longer be split ({exc}). Avoid running TensorFlow ops at import time."
+            f"--tpu-virtual-cpus={virtual_cpus}: TensorFlow was already initialised, so the CPU "
+            f"can no longer be split ({exc}). Avoid running TensorFlow ops at import time."
         ) from exc
 
 

@@ -143,30 +143,43 @@ def parse_speedup_reference(value: str) -> str:
 def _add(
     group: pytest.OptionGroup,
     parser: pytest.Parser,
-    flag: str,
+    flags: str | tuple[str, ...],
     help_text: str,
     *,
     ini: bool = True,
     ini_type: str = "string",
     **kwargs: object,
 ) -> None:
-    """Declare ``--flag`` and, when ``ini``, its ini twin with the same help text."""
-    dest = flag.lstrip("-").replace("-", "_")
-    group.addoption(flag, dest=dest, help=help_text, **kwargs)
+    """Declare ``--flag`` (and its aliases) and, when ``ini``, its ini twin with the same help.
+
+    The destination and the ini name come from the first flag; later flags are aliases.
+    """
+    names = (flags,) if isinstance(flags, str) else flags
+    dest = names[0].lstrip("-").replace("-", "_")
+    if len(names) > 1:
+        help_text += f" Alias: {', '.join(names[1:])}."
+    group.addoption(*names, dest=dest, help=help_text, **kwargs)
     if ini:
         parser.addini(dest, help=help_text, type=ini_type)  # type: ignore[arg-type]
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Declare every option; nothing here may be slow (``pytest --help`` runs it)."""
+    """Declare every option; nothing here may be slow (``pytest --help`` runs it).
+
+    Besides the names the product is known by (``--accelerator``, ``--compare``,
+    ``--save-baseline``, ``--fail-on-regression``), every option starts with ``--tpu-`` and every
+    ini name with ``tpu_``: plain names such as ``--workers`` or ``--report`` belong to other
+    plugins (pytest-parallel, pytest-reporter), and argparse refuses a second definition.
+    """
     group = parser.getgroup("tpu", "pytest-tpu: TensorFlow benchmarks on CPU, GPU and TPU")
     _add(
         group,
         parser,
         "--accelerator",
         "Device kinds to run on: comma list of "
-        "cpu, gpu, tpu; 'all' (missing kinds are skipped with the reason) or 'auto' "
-        "(default: every kind present). Environment: PYTEST_ACCELERATOR.",
+        "cpu, gpu, tpu; 'all' or 'auto' (default: every kind; a missing kind is skipped with "
+        "the reason, and a missing kind named explicitly is a usage error). "
+        "Environment: PYTEST_ACCELERATOR.",
         type=parse_accelerator,
         metavar="KINDS",
     )
@@ -181,7 +194,7 @@ def add_options(parser: pytest.Parser) -> None:
     _add(
         group,
         parser,
-        "--virtual-cpus",
+        ("--tpu-virtual-cpus", "--virtual-cpus"),
         "Split the CPU into N logical TensorFlow devices, so "
         "multi-replica strategies run on a CPU-only machine.",
         type=parse_positive_int,
@@ -190,7 +203,7 @@ def add_options(parser: pytest.Parser) -> None:
     _add(
         group,
         parser,
-        "--workload-size",
+        ("--tpu-workload-size", "--workload-size"),
         "Size of the benchmark workloads: smoke, default or full (the published sizes).",
         type=parse_choice(WORKLOAD_SIZES),
         metavar="SIZE",
@@ -198,13 +211,14 @@ def add_options(parser: pytest.Parser) -> None:
     _add(
         group,
         parser,
-        "--workload-data",
+        ("--tpu-workload-data", "--workload-data"),
         "Data for the workloads: synthetic (default) or "
         "real (a copy already in Keras' cache; never downloaded).",
         type=parse_choice(WORKLOAD_DATA),
         metavar="DATA",
     )
     _add_baseline_options(group, parser)
+    _add_output_options(group, parser)
 
 
 def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
@@ -250,14 +264,14 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
-        "--baseline-dir",
+        ("--tpu-baseline-dir", "--baseline-dir"),
         f"Directory of saved baselines (default: <rootdir>/{DEFAULT_BASELINE_DIR}).",
         metavar="DIR",
     )
     _add(
         group,
         parser,
-        "--compare-force",
+        ("--tpu-compare-force", "--compare-force"),
         "Compare even when the environments differ "
         "(device, TensorFlow version, dtype, batch size); such rows are marked.",
         ini=False,
@@ -276,17 +290,20 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
-        "--measure-noise",
+        ("--tpu-measure-noise", "--measure-noise"),
         "Repeat each benchmark in fresh rounds and report "
         "the run-to-run spread and the smallest slowdown the gate can catch here.",
         ini=False,
         action="store_true",
         default=False,
     )
+
+
+def _add_output_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     _add(
         group,
         parser,
-        "--speedup-reference",
+        ("--tpu-speedup-reference", "--speedup-reference"),
         "Device kind the speedup columns are relative "
         "to (default cpu; the first device present if that one is missing).",
         type=parse_speedup_reference,
@@ -295,14 +312,14 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
-        "--report",
+        "--tpu-report",
         "Write the result tables to PATH: Markdown (.md) or JSON (.json).",
         metavar="PATH",
     )
     _add(
         group,
         parser,
-        "--report-plot",
+        "--tpu-report-plot",
         "Draw speedups (and, with --compare, changes) to "
         "PATH (.png or .svg); needs the 'plot' extra.",
         metavar="PATH",
@@ -310,7 +327,7 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
-        "--workers",
+        "--tpu-workers",
         "Run the workloads under MultiWorkerMirroredStrategy across N local worker processes.",
         type=parse_positive_int,
         metavar="N",
@@ -318,7 +335,7 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
-        "--profile-regressions",
+        ("--tpu-profile-regressions", "--profile-regressions"),
         "Re-run each regressed benchmark once under "
         "the TensorFlow profiler and save its trace in DIR.",
         metavar="DIR",
@@ -400,7 +417,7 @@ def _check_not_a_path(config: pytest.Config, option: str) -> str | None:
 
 def resolve_settings(config: pytest.Config) -> Settings:
     """Resolve all settings; raises ``pytest.UsageError`` naming the bad option."""
-    baseline_dir = _path(config, "baseline_dir") or config.rootpath / DEFAULT_BASELINE_DIR
+    baseline_dir = _path(config, "tpu_baseline_dir") or config.rootpath / DEFAULT_BASELINE_DIR
     return Settings(
         accelerator=resolve(
             config,
@@ -410,20 +427,28 @@ def resolve_settings(config: pytest.Config) -> Settings:
             env="PYTEST_ACCELERATOR",
         ),
         tpu_timeout=resolve(config, "tpu_timeout", parse_positive_float, DEFAULT_TPU_TIMEOUT),
-        virtual_cpus=resolve(config, "virtual_cpus", parse_positive_int, None),
-        workload_size=resolve(config, "workload_size", parse_choice(WORKLOAD_SIZES), "default"),
-        workload_data=resolve(config, "workload_data", parse_choice(WORKLOAD_DATA), "synthetic"),
+        virtual_cpus=resolve(config, "tpu_virtual_cpus", parse_positive_int, None),
+        workload_size=selected_workload_size(config),
+        workload_data=resolve(
+            config, "tpu_workload_data", parse_choice(WORKLOAD_DATA), "synthetic"
+        ),
         save_baseline=_check_not_a_path(config, "save_baseline"),
         baseline_history=resolve(config, "tpu_baseline_history", parse_history, None),
         compare=_check_not_a_path(config, "compare"),
         compare_ref=resolve(config, "compare_ref", str, None) or None,
         baseline_dir=baseline_dir,
-        compare_force=bool(config.getoption("compare_force")),
+        compare_force=bool(config.getoption("tpu_compare_force")),
         fail_on_regression=resolve(config, "fail_on_regression", parse_percent, None),
-        measure_noise=bool(config.getoption("measure_noise")),
-        speedup_reference=resolve(config, "speedup_reference", parse_speedup_reference, "cpu"),
-        report=_path(config, "report"),
-        report_plot=_path(config, "report_plot"),
-        workers=resolve(config, "workers", parse_positive_int, None),
-        profile_regressions=_path(config, "profile_regressions"),
+        measure_noise=bool(config.getoption("tpu_measure_noise")),
+        speedup_reference=resolve(config, "tpu_speedup_reference", parse_speedup_reference, "cpu"),
+        report=_path(config, "tpu_report"),
+        report_plot=_path(config, "tpu_report_plot"),
+        workers=resolve(config, "tpu_workers", parse_positive_int, None),
+        profile_regressions=_path(config, "tpu_profile_regressions"),
     )
+
+
+def selected_workload_size(config: pytest.Config) -> str:
+    """``--tpu-workload-size`` as resolved (CLI > ini > default), for a suite's
+    ``pytest_generate_tests``, where fixtures such as ``workload_size`` are not available."""
+    return resolve(config, "tpu_workload_size", parse_choice(WORKLOAD_SIZES), "default")

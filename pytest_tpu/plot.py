@@ -1,4 +1,4 @@
-"""``--report-plot``: speedup bars per benchmark and device, and the changes against a baseline.
+"""``--tpu-report-plot``: speedup bars per benchmark and device, and the changes against a baseline.
 
 matplotlib is the optional ``plot`` extra: it is imported inside ``draw`` only, with the Agg
 backend, so loading the plugin (or ``pytest --help``) never pays for it.

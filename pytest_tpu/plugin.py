@@ -1,27 +1,26 @@
-"""pytest-tpu's hooks and fixtures. Imports only the standard library and pytest at load time:
-TensorFlow is imported the first time a test needs a device."""
+"""pytest-tpu's hooks and fixtures. Imports only the standard library, pytest and the plugin's
+small option/result modules at load time: TensorFlow is imported the first time a test needs a
+device, and each feature's module only when its options ask for it."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
-from pytest_tpu.devicelock import device_lock
-from pytest_tpu.options import KINDS, add_options, resolve_settings
-from pytest_tpu.results import (
-    REPORT_ATTR,
-    BenchResult,
-    ResultStore,
-    result_from_item,
-    results_key,
-)
+from pytest_tpu.options import KINDS, Settings, add_options, resolve_settings
+from pytest_tpu.results import REPORT_ATTR, BenchResult, ResultStore, result_from_item, results_key
 from pytest_tpu.session import DeviceSession, session_key
 
 MARKER = (
     "accelerators(*kinds): run this test once per named device kind "
     f"({', '.join(KINDS)}) among those selected with --accelerator"
 )
+# The plugin's ``accelerator`` fixture requests this one, so a test whose fixture closure holds
+# it is resolved by the plugin's fixture, not by a project's own ``accelerator``.
+OWNER_FIXTURE = "_pytest_tpu_device"
+SUMMARY_PLUGIN_NAME = "pytest-tpu-summary"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,51 +31,48 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.stash[session_key] = DeviceSession(resolve_settings(config))
     store = config.stash[results_key] = ResultStore()
-    config.pluginmanager.register(ResultCollector(store), "pytest-tpu-results")
+    config.pluginmanager.register(ResultCollector(config, store), "pytest-tpu-results")
     _register_features(config)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _enable_benchmarks_on_xdist_worker(session.config)
-
-
-def _enable_benchmarks_on_xdist_worker(config: pytest.Config) -> None:
-    """pytest-benchmark turns itself off under pytest-xdist because parallel timings are
-    unreliable; here every benchmark holds its device's lock (``devicelock``), so timings stay
-    serial per device and the workers' results can be measured and gathered."""
-    bench_session = getattr(config, "_benchmarksession", None)
-    if hasattr(config, "workerinput") and getattr(bench_session, "xdist_warning", False):
-        bench_session.disabled = False  # type: ignore[union-attr]
-        bench_session.xdist_warning = False  # type: ignore[union-attr]
 
 
 def _register_features(config: pytest.Config) -> None:
     """Register each optional feature's plugin object only when its options ask for it."""
-    from pytest_tpu.summary import SummaryPlugin
-
     settings = config.stash[session_key].settings
-    config.pluginmanager.register(SummaryPlugin(config), "pytest-tpu-summary")
-    gate_wanted = (
+    compared = settings.compare or settings.compare_ref
+    if settings.report is not None or settings.report_plot is not None or compared:
+        register_summary(config)  # now: report paths are checked, comparisons are drawn
+    if _gate_wanted(settings):
+        from pytest_tpu.gate.plugin import GatePlugin
+
+        config.pluginmanager.register(GatePlugin(config), "pytest-tpu-gate")
+    if settings.compare_ref or os.environ.get("PYTEST_TPU_REF_ADDRESS"):
+        from pytest_tpu.sameref.plugin import register
+
+        register(config, settings)
+    if settings.workers or settings.virtual_cpus or os.environ.get("TF_CONFIG"):
+        from pytest_tpu import cluster
+
+        cluster.register(config)
+
+
+def _gate_wanted(settings: Settings) -> bool:
+    wanted = (
         settings.save_baseline,
         settings.compare,
         settings.fail_on_regression,
         settings.measure_noise,
     )
-    if any(value not in (None, False) for value in gate_wanted):
-        from pytest_tpu.gate.plugin import GatePlugin
+    return any(value not in (None, False) for value in wanted)
 
-        config.pluginmanager.register(GatePlugin(config), "pytest-tpu-gate")
-    import os
 
-    if settings.compare_ref or os.environ.get("PYTEST_TPU_REF_ADDRESS"):
-        from pytest_tpu.sameref.plugin import register
+def register_summary(config: pytest.Config) -> None:
+    """The tables and report files, registered once: at configure for ``--tpu-report*``, else
+    when the first device benchmark's result arrives (plain sessions never import it)."""
+    if config.pluginmanager.has_plugin(SUMMARY_PLUGIN_NAME):
+        return
+    from pytest_tpu.summary import SummaryPlugin
 
-        register(config, settings)
-    from pytest_tpu import cluster
-
-    if cluster.wanted(settings):  # --workers, --virtual-cpus, or TF_CONFIG set
-        cluster.register(config)
+    config.pluginmanager.register(SummaryPlugin(config), SUMMARY_PLUGIN_NAME)
 
 
 def _marker_kinds(metafunc: pytest.Metafunc) -> tuple[str, ...]:
@@ -101,29 +97,22 @@ def _marker_kinds(metafunc: pytest.Metafunc) -> tuple[str, ...]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize every test that uses a device over the selected, wanted kinds."""
+    """Parametrize every test whose ``accelerator`` is the plugin's over the selected kinds.
+
+    Decided from the options alone: no device is probed and TensorFlow is not imported here,
+    so ``-k``, ``--collect-only`` and xdist workers' collection stay cheap.
+    """
     marked = metafunc.definition.get_closest_marker("accelerators") is not None
     if "accelerator" not in metafunc.fixturenames:
         if not marked:
             return
         # The marker alone asks for devices: give the test the fixture it implies.
         metafunc.fixturenames.append("accelerator")
+    elif OWNER_FIXTURE not in metafunc.fixturenames:
+        return  # a project's own ``accelerator`` fixture: not ours to parametrize
     wanted = _marker_kinds(metafunc)
-    state = metafunc.config.stash[session_key]
-    params = [
-        pytest.param(kind, id=kind, marks=[pytest.mark.skip(reason=reason)] if reason else [])
-        for kind, reason in state.kinds_for(wanted)
-    ]
-    metafunc.parametrize("accelerator", params, indirect=True)
-
-
-def pytest_collection_modifyitems(config: pytest.Config) -> None:
-    """A kind named explicitly in --accelerator but missing is a usage error (exit 4)."""
-    missing = config.stash[session_key].missing_explicit()
-    if missing:
-        raise pytest.UsageError(
-            "--accelerator asked for devices that are not present: " + "; ".join(missing)
-        )
+    kinds = metafunc.config.stash[session_key].kinds_for(wanted)
+    metafunc.parametrize("accelerator", kinds, ids=kinds, indirect=True)
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
@@ -133,25 +122,33 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
 
 
 @pytest.fixture
-def accelerator(request: pytest.FixtureRequest) -> Any:
-    """The device under test (see ``pytest_tpu.Accelerator``), one per selected kind."""
+def _pytest_tpu_device() -> None:
+    """Marks the plugin's ``accelerator`` in a test's fixture closure (see ``OWNER_FIXTURE``)."""
+
+
+@pytest.fixture
+def accelerator(request: pytest.FixtureRequest, _pytest_tpu_device: None) -> Any:
+    """The device under test (see ``pytest_tpu.Accelerator``), one per selected kind.
+
+    Devices are discovered here, at the first setup that needs one; a missing kind skips the
+    test with the reason.
+    """
     state = request.config.stash[session_key]
     kind = getattr(request, "param", None)
     if kind is None:  # requested dynamically, outside parametrization: first selected device
-        kinds = [k for k, reason in state.kinds_for(KINDS) if reason is None]
-        kind = kinds[0] if kinds else "cpu"
+        kind = state.first_present()
     return state.accelerator(kind)
 
 
 @pytest.fixture(scope="session")
 def workload_size(pytestconfig: pytest.Config) -> str:
-    """``--workload-size``: smoke, default or full."""
+    """``--tpu-workload-size``: smoke, default or full."""
     return pytestconfig.stash[session_key].settings.workload_size
 
 
 @pytest.fixture(scope="session")
 def workload_data(pytestconfig: pytest.Config) -> str:
-    """``--workload-data``: synthetic or real."""
+    """``--tpu-workload-data``: synthetic or real."""
     return pytestconfig.stash[session_key].settings.workload_data
 
 
@@ -177,11 +174,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Under pytest-xdist, run device work under its device's lock (see ``devicelock``)."""
+    """Under pytest-xdist, measure the plugin's own device benchmarks, one at a time per device.
+
+    Plain pytest-benchmark tests keep pytest-benchmark's behaviour (off under xdist).
+    """
     workerinput = getattr(item.config, "workerinput", None)
-    uses = set(getattr(item, "fixturenames", ()))
-    if workerinput is None or not {"benchmark", "accelerator"} & uses:
+    if workerinput is None or OWNER_FIXTURE not in getattr(item, "fixturenames", ()):
         return (yield)
+    from pytest_tpu.devicelock import device_lock, measure_on_worker
+
+    measure_on_worker(item)
     callspec = getattr(item, "callspec", None)
     kind = callspec.params.get("accelerator", "cpu") if callspec else "cpu"
     with device_lock(str(workerinput.get("testrunuid", "run")), str(kind)):
@@ -191,10 +193,17 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 class ResultCollector:
     """Gathers results from reports, wherever they ran (this process or an xdist worker)."""
 
-    def __init__(self, store: ResultStore) -> None:
+    def __init__(self, config: pytest.Config, store: ResultStore) -> None:
+        self.config = config
         self.store = store
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, REPORT_ATTR, None)
-        if data is not None and report.when == "call":
-            self.store.add(BenchResult.from_json(data))
+        # A "rerun" report (pytest-rerunfailures) is an attempt, not the test's outcome: only
+        # the final attempt counts.
+        if data is None or report.when != "call" or str(report.outcome) == "rerun":
+            return
+        result = BenchResult.from_json(data)
+        self.store.add(result)
+        if result.kind:
+            register_summary(self.config)

@@ -1,4 +1,4 @@
-"""``--profile-regressions=DIR``: re-run regressed benchmarks once under the TensorFlow profiler.
+"""``--tpu-profile-regressions=DIR``: re-run regressed benchmarks once under TensorFlow's profiler.
 
 The gate calls :func:`profile_regressions` with the node ids it found slower. They re-run in a
 child pytest process, so the profiler's overhead never touches this session's timings and the
@@ -54,13 +54,13 @@ def child_args(config: pytest.Config, settings: Settings) -> list[str]:
         f"--rootdir={config.rootpath}",
         f"--accelerator={settings.accelerator}",
         f"--tpu-timeout={settings.tpu_timeout:g}",
-        f"--workload-size={settings.workload_size}",
-        f"--workload-data={settings.workload_data}",
+        f"--tpu-workload-size={settings.workload_size}",
+        f"--tpu-workload-data={settings.workload_data}",
     ]
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
     if settings.virtual_cpus:
-        args.append(f"--virtual-cpus={settings.virtual_cpus}")
+        args.append(f"--tpu-virtual-cpus={settings.virtual_cpus}")
     return args + _plugin_args(config.invocation_params.args)
 
 
@@ -104,7 +104,7 @@ def profile_tests(
 
 
 def profile_regressions(config: pytest.Config, nodeids: Sequence[str]) -> dict[str, Path]:
-    """The gate's one call: profile the regressed ``nodeids`` when ``--profile-regressions``
+    """The gate's one call: profile the regressed ``nodeids`` when ``--tpu-profile-regressions``
     is set; returns the trace directory (``tensorboard --logdir``) of each test that got one.
 
     Also kept on ``config.stash[profiles_key]`` and listed in the terminal summary.

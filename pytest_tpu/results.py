@@ -152,9 +152,14 @@ def _options(stats: Any) -> dict[str, Any]:
 
 
 def _fill_device_fields(item: pytest.Item, extra: dict[str, Any]) -> None:
-    """Record the device a test ran on, when it used the ``accelerator`` fixture."""
+    """Record the device a test ran on, when it used the plugin's ``accelerator`` fixture
+    (a project may define its own fixture of that name, holding anything)."""
     accelerator = getattr(item, "funcargs", {}).get("accelerator")
     if accelerator is None:
+        return
+    from pytest_tpu.accelerator import Accelerator
+
+    if not isinstance(accelerator, Accelerator):
         return
     extra.setdefault("accelerator", accelerator.kind)
     extra.setdefault("device", accelerator.name)

@@ -129,7 +129,7 @@ def render(rows: Sequence[ScalingRow], fmt: str = "simple") -> str:
 
 
 def to_markdown(rows: Sequence[ScalingRow]) -> str:
-    """A Markdown section for ``--report PATH.md`` ("" when there is nothing to show)."""
+    """A Markdown section for ``--tpu-report PATH.md`` ("" when there is nothing to show)."""
     if not rows:
         return ""
     note = (
@@ -140,5 +140,5 @@ def to_markdown(rows: Sequence[ScalingRow]) -> str:
 
 
 def to_dicts(rows: Sequence[ScalingRow]) -> list[dict[str, object]]:
-    """The rows as JSON-able dicts for ``--report PATH.json`` (efficiency in percent)."""
+    """The rows as JSON-able dicts for ``--tpu-report PATH.json`` (efficiency in percent)."""
     return [asdict(row) for row in rows]

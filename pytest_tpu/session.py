@@ -1,15 +1,21 @@
-"""Per-session device state: the inventory (found lazily, once) and one strategy per device."""
+"""Per-session device state: the inventory (found lazily, once) and one strategy per device.
+
+Nothing here runs at collection: tests are parametrized from the kinds ``--accelerator`` names,
+and devices are discovered the first time a fixture needs one.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_tpu.accelerator import Accelerator
-from pytest_tpu.devices import Inventory, discover
 from pytest_tpu.options import Settings
+
+if TYPE_CHECKING:
+    from pytest_tpu.accelerator import Accelerator
+    from pytest_tpu.devices import Inventory
 
 
 @dataclass
@@ -25,16 +31,36 @@ class DeviceSession:
         return self._inventory is not None
 
     def inventory(self) -> Inventory:
-        """Discover devices the first time they are needed, then reuse the answer."""
+        """Discover devices the first time they are needed, then reuse the answer.
+
+        A kind named explicitly in ``--accelerator`` but missing ends the session as a usage
+        error (exit 4) right here, at the first device setup: collection never probes.
+        """
         if self._inventory is None:
+            from pytest_tpu.devices import discover
+
             self._inventory = discover(self.settings.virtual_cpus, self.settings.tpu_timeout)
+            missing = self.missing_explicit()
+            if missing:
+                pytest.exit(
+                    "--accelerator asked for devices that are not present: " + "; ".join(missing),
+                    returncode=pytest.ExitCode.USAGE_ERROR,
+                )
         return self._inventory
 
     def accelerator(self, kind: str) -> Accelerator:
+        """The device of ``kind``; skips the test with the reason when it is missing."""
+        from pytest_tpu.accelerator import Accelerator
+
         inventory = self.inventory()
         if kind not in inventory.devices:
             pytest.skip(inventory.missing.get(kind, f"no {kind.upper()} found"))
         return Accelerator(inventory.devices[kind])
+
+    def first_present(self) -> str:
+        """The first selected kind that is present (``cpu`` when none is)."""
+        devices = self.inventory().devices
+        return next((kind for kind in self.settings.accelerator.kinds if kind in devices), "cpu")
 
     def strategy(self, accelerator: Accelerator) -> Any:
         """One strategy per device per session: strategies own replica state and threads."""
@@ -45,15 +71,10 @@ class DeviceSession:
             self._strategies[accelerator.kind] = make_strategy(accelerator.device, resolver)
         return self._strategies[accelerator.kind]
 
-    def kinds_for(self, wanted: tuple[str, ...]) -> list[tuple[str, str | None]]:
-        """The kinds a test runs on, each with a skip reason when the device is missing."""
-        selection = self.settings.accelerator
-        chosen = [kind for kind in selection.kinds if kind in wanted]
-        inventory = self.inventory()
-        present = [kind for kind in chosen if kind in inventory.devices]
-        if selection.mode == "auto" and present:
-            return [(kind, None) for kind in present]
-        return [(kind, inventory.missing.get(kind)) for kind in chosen]
+    def kinds_for(self, wanted: tuple[str, ...]) -> list[str]:
+        """The kinds a test is parametrized over: those ``--accelerator`` selects among
+        ``wanted``. Decided from the options alone, so collection touches no device."""
+        return [kind for kind in self.settings.accelerator.kinds if kind in wanted]
 
     def missing_explicit(self) -> list[str]:
         """Kinds named explicitly in --accelerator that are not present, with reasons."""

@@ -16,7 +16,7 @@ def make_strategy(device: Device, tpu_resolver: Any = None) -> Any:
     if device.kind == "tpu":
         return tf.distribute.TPUStrategy(tpu_resolver)
     if os.environ.get("TF_CONFIG"):
-        # A cluster is defined (--workers or the user's own): every worker joins it.
+        # A cluster is defined (--tpu-workers or the user's own): every worker joins it.
         from pytest_tpu.cluster import worker_strategy
 
         return worker_strategy()

@@ -37,21 +37,22 @@ def check_paths(report: Path | None, plot: Path | None, plot_available: bool) ->
     """Raise ``pytest.UsageError`` for a report path this plugin cannot write."""
     if report is not None and report.suffix.lower() not in REPORT_SUFFIXES:
         raise pytest.UsageError(
-            f"--report={report}: unknown file type {report.suffix or '(none)'!r}; "
+            f"--tpu-report={report}: unknown file type {report.suffix or '(none)'!r}; "
             "use .md for Markdown or .json for JSON"
         )
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
         raise pytest.UsageError(
-            f"--report-plot={plot}: unknown file type {plot.suffix or '(none)'!r}; use .png or .svg"
+            f"--tpu-report-plot={plot}: unknown file type {plot.suffix or '(none)'!r}; "
+            "use .png or .svg"
         )
     if plot is not None and not plot_available:
         raise pytest.UsageError(
-            f"--report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
+            f"--tpu-report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
         )
 
 
 class SummaryPlugin:
-    """Prints speedup/comparison tables and writes --report / --report-plot files."""
+    """Prints speedup/comparison tables and writes --tpu-report / --tpu-report-plot files."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -81,7 +82,8 @@ class SummaryPlugin:
         state = self.config.stash[session_key]
         # Name missing devices only if discovery already ran: never probe for a summary.
         missing = dict(state.inventory().missing) if state.discovered else {}
-        results = self.config.stash[results_key].results
+        # Device benchmarks only: a plain pytest-benchmark test has no device to compare.
+        results = [result for result in self.config.stash[results_key].results if result.kind]
         return build_tables(results, self._settings().speedup_reference, missing)
 
     def _comparison(self) -> list[ComparisonRow] | None:
@@ -95,7 +97,7 @@ class SummaryPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Write --report and --report-plot, after the gate has stored its comparison."""
+        """Write --tpu-report and --tpu-report-plot, after the gate has stored its comparison."""
         settings = self._settings()
         if self._worker or (settings.report is None and settings.report_plot is None):
             return
@@ -207,7 +209,8 @@ def _lines(tr: pytest.TerminalReporter, text: str) -> None:
 
 
 def _scaling_rows(config: pytest.Config) -> list[ScalingRow]:
-    """The scaling table's rows (``--workers`` sweeps, or results over several replica counts)."""
+    """The scaling table's rows (``--tpu-workers`` sweeps, or results over several replica
+    counts)."""
     from pytest_tpu.cluster import scaling_rows
 
     return scaling_rows(config)

@@ -1,4 +1,4 @@
-"""Local worker processes for ``--workers``: loopback ports, TF_CONFIG, start, wait and end.
+"""Local worker processes for ``--tpu-workers``: loopback ports, TF_CONFIG, start, wait and end.
 
 Everything here is process plumbing with no pytest or TensorFlow import. The rule it keeps:
 every process started here is ended before the caller returns, whether the workers finish, one

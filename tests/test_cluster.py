@@ -1,4 +1,4 @@
-"""``--workers``: local MultiWorkerMirroredStrategy clusters, joining TF_CONFIG, and cleanup."""
+"""``--tpu-workers``: local MultiWorkerMirroredStrategy clusters, joining TF_CONFIG, and cleanup."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from processes import alive, announced_pids
 
 from pytest_tpu import cluster, workers
 
-PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider")
+PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--accelerator=cpu")
 
 ALLREDUCE_TEST = """
 import tensorflow as tf
@@ -50,7 +50,7 @@ def pytest_terminal_summary(terminalreporter, config):
 def test_worker_args_drop_controller_only_options():
     args = [
         "benchmarks",
-        "--workers=2",
+        "--tpu-workers=2",
         "--junitxml",
         "out.xml",
         "--compare",
@@ -58,16 +58,16 @@ def test_worker_args_drop_controller_only_options():
         "--save-baseline",
         "nightly",
         "--benchmark-json=b.json",
-        "--virtual-cpus=2",
+        "--tpu-virtual-cpus=2",
         "--basetemp=/tmp/x",
     ]
     assert cluster.worker_args(args, chief=True) == [
         "benchmarks",
         "-v",
         "--benchmark-json=b.json",
-        "--virtual-cpus=2",
+        "--tpu-virtual-cpus=2",
     ]
-    assert cluster.worker_args(args, chief=False) == ["benchmarks", "-v", "--virtual-cpus=2"]
+    assert cluster.worker_args(args, chief=False) == ["benchmarks", "-v", "--tpu-virtual-cpus=2"]
 
 
 def test_scales_double_up_to_the_worker_count():
@@ -100,7 +100,7 @@ def test_modules_do_not_import_tensorflow(pytester: pytest.Pytester):
 def test_two_workers_end_to_end(pytester: pytest.Pytester):
     pytester.makepyfile(test_mw=ALLREDUCE_TEST)
     pytester.makeconftest(PRINT_RESULTS)
-    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-v", timeout=300)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-v", timeout=300)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -130,7 +130,7 @@ def test_crash():
 
 def test_crashed_worker_ends_the_others(pytester: pytest.Pytester):
     pytester.makepyfile(test_crash=CRASH_TEST)
-    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", timeout=120)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", timeout=120)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -158,7 +158,7 @@ def test_sleep():
 def test_interrupted_controller_ends_its_workers(pytester: pytest.Pytester, signum):
     pytester.makepyfile(test_sleep=SLEEP_TEST)
     basetemp = pytester.path / "basetemp"
-    command = [sys.executable, "-m", "pytest", *PLUGIN, "--workers=2", f"--basetemp={basetemp}"]
+    command = [sys.executable, "-m", "pytest", *PLUGIN, "--tpu-workers=2", f"--basetemp={basetemp}"]
     controller = pytester.popen(
         command,
         stdout=subprocess.PIPE,
@@ -213,7 +213,7 @@ def test_user_defined_cluster_is_joined_not_started(
     monkeypatch.setenv("TF_CONFIG", json.dumps(config))
     monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
     pytester.makepyfile(test_join=JOIN_TEST)
-    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", timeout=120)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", timeout=120)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["pytest-tpu cluster: worker 0 (chief) of 1"])
     result.stdout.no_fnmatch_line("*worker(s) on*")
@@ -231,9 +231,9 @@ def test_malformed_tf_config_is_a_usage_error(
 
 def test_workers_cannot_combine_with_xdist(pytester: pytest.Pytester):
     pytester.makepyfile(test_x="def test_x(): pass")
-    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-n", "2")
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--workers cannot be combined with pytest-xdist's -n*"])
+    result.stderr.fnmatch_lines(["*--tpu-workers cannot be combined with pytest-xdist's -n*"])
 
 
 def test_no_worker_process_outlives_the_tests():
@@ -261,6 +261,6 @@ def test_skips_in_workers_reach_the_skip_summary(pytester: pytest.Pytester):
             pytest.skip("nothing to measure here")
         """
     )
-    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-rs", timeout=300)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-rs", timeout=300)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED * nothing to measure here"])

@@ -82,7 +82,7 @@ def test_virtual_cpus_give_a_mirrored_strategy_over_two_replicas(pytester: pytes
             assert all(strategy is STRATEGIES[0] for strategy in STRATEGIES)
         """
     )
-    result = pytester.runpytest_subprocess("--virtual-cpus=2")
+    result = pytester.runpytest_subprocess("--tpu-virtual-cpus=2")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["accelerators: cpu: 2x *"])
 

@@ -29,7 +29,7 @@ def test_shape_error(benchmark, accelerator):
 
 def test_a_failing_benchmark_leaves_the_rest_measured_saved_and_reported(pytester):
     pytester.makepyfile(BENCHES)
-    result = pytester.runpytest_subprocess("--save-baseline=main", "--report=out.json")
+    result = pytester.runpytest_subprocess("--save-baseline=main", "--tpu-report=out.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [

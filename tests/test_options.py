@@ -16,13 +16,13 @@ from pytest_tpu import options
         (["--accelerator=cpu,npu"], "*unknown accelerator kind npu*"),
         (["--tpu-timeout=0"], "*--tpu-timeout*not a positive number of seconds*"),
         (["--tpu-timeout=soon"], "*--tpu-timeout*not a positive number*"),
-        (["--virtual-cpus=0"], "*--virtual-cpus*not a whole number of at least 1*"),
-        (["--workload-size=huge"], "*--workload-size*choose one of: smoke, default, full*"),
-        (["--workload-data=web"], "*--workload-data*choose one of: synthetic, real*"),
+        (["--tpu-virtual-cpus=0"], "*--tpu-virtual-cpus*not a whole number of at least 1*"),
+        (["--tpu-workload-size=huge"], "*--tpu-workload-size*choose one of: smoke, default, full*"),
+        (["--tpu-workload-data=web"], "*--tpu-workload-data*choose one of: synthetic, real*"),
         (["--fail-on-regression=abc"], "*--fail-on-regression*not a percentage*"),
         (["--fail-on-regression=150%"], "*--fail-on-regression*between 0 and 100*"),
-        (["--speedup-reference=npu"], "*--speedup-reference*choose one of: cpu, gpu, tpu*"),
-        (["--workers=-2"], "*--workers*not a whole number of at least 1*"),
+        (["--tpu-speedup-reference=npu"], "*--tpu-speedup-reference*choose one of: cpu, gpu, tpu*"),
+        (["--tpu-workers=-2"], "*--tpu-workers*not a whole number of at least 1*"),
         (["--save-baseline=../up"], "*--save-baseline*not a valid baseline name*"),
         (["--compare=/etc/passwd"], "*--compare*not a valid baseline name*"),
     ],
@@ -43,11 +43,11 @@ def test_environment_value_is_validated_and_named(pytester: pytest.Pytester, mon
 
 
 def test_ini_value_is_validated_and_named(pytester: pytest.Pytester):
-    pytester.makeini("[pytest]\nworkload_size = enormous\n")
+    pytester.makeini("[pytest]\ntpu_workload_size = enormous\n")
     pytester.makepyfile("def test_nothing(): pass")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*ini option workload_size*smoke, default, full*"])
+    result.stderr.fnmatch_lines(["*ini option tpu_workload_size*smoke, default, full*"])
 
 
 def test_help_lists_every_option_with_its_ini_twin(pytester: pytest.Pytester):
@@ -57,12 +57,12 @@ def test_help_lists_every_option_with_its_ini_twin(pytester: pytest.Pytester):
             "*pytest-tpu*",
             "*--accelerator=KINDS*",
             "*--tpu-timeout=SECONDS*",
-            "*--virtual-cpus=N*",
+            "*--tpu-virtual-cpus=N*",
             "*--save-baseline*",
             "*--fail-on-regression=PCT*",
         ]
     )
-    result.stdout.fnmatch_lines(["*accelerator (string)*", "*virtual_cpus (string)*"])
+    result.stdout.fnmatch_lines(["*accelerator (string)*", "*tpu_virtual_cpus (string)*"])
 
 
 def test_precedence_cli_over_environment_over_ini(pytester: pytest.Pytester, monkeypatch):

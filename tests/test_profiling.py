@@ -1,4 +1,4 @@
-"""``--profile-regressions``: a regressed benchmark re-run once under the TensorFlow profiler."""
+"""``--tpu-profile-regressions``: a regressed benchmark re-run once under TensorFlow's profiler."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_forced_regression_leaves_a_tensorboard_trace(pytester: pytest.Pytester)
     pytester.makepyfile(test_tiny=TINY_BENCH)
     pytester.makeconftest(FORCED_REGRESSION)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-s", "--profile-regressions=prof", timeout=240
+        "-p", "no:cacheprovider", "-s", "--tpu-profile-regressions=prof", timeout=240
     )
     result.assert_outcomes(passed=1)
     # The profiled re-run never adds to, or replaces, this session's timings.

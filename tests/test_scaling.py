@@ -99,7 +99,7 @@ def test_step(accelerator, benchmark, replicas):
 def test_replicas_on_virtual_cpus_give_a_scaling_table(pytester: pytest.Pytester):
     pytester.makepyfile(test_replicas=REPLICAS_TEST)
     result = pytester.runpytest_subprocess(
-        "-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--virtual-cpus=2", timeout=180
+        "-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--tpu-virtual-cpus=2", timeout=180
     )
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(

@@ -1,7 +1,7 @@
-"""The suite's own workloads under ``--workers=2`` (MultiWorkerMirroredStrategy on loopback).
+"""The suite's own workloads under ``--tpu-workers=2`` (MultiWorkerMirroredStrategy on loopback).
 
 Each test runs a real workload at a tiny size in a 2-worker cluster and checks what a user of
-``pytest benchmarks --workers=2`` relies on: it passes, the chief's results come back with the
+``pytest benchmarks --tpu-workers=2`` relies on: it passes, the chief's results come back with the
 cluster size, the scaling table is printed and no worker outlives the session.
 """
 
@@ -12,7 +12,7 @@ from processes import alive, announced_pids
 
 from pytest_tpu.devices import local_devices
 
-PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider")
+PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--accelerator=cpu")
 
 # Tiny sizes of the suite's workloads, driven the way benchmarks/ drives them.
 SUITE_TEST = """
@@ -55,7 +55,7 @@ def pytest_terminal_summary(terminalreporter, config):
 def test_suite_workloads_run_on_two_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_suite=SUITE_TEST)
     pytester.makeconftest(PRINT_RESULTS)
-    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-v", timeout=300)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-v", timeout=300)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [

@@ -97,7 +97,7 @@ def test_speedup_table_per_workload_after_a_run(bench):
 
 
 def test_speedup_reference_option_changes_the_columns(bench):
-    result = bench.runpytest("-p", "no:cacheprovider", "--speedup-reference=gpu")
+    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-speedup-reference=gpu")
     result.stdout.fnmatch_lines(["*test_matmul: *speedup vs gpu*", "benchmark*cpu/gpu*"])
     result.stdout.fnmatch_lines(["N=1024 float32 *0.5* ±*% *0.033x *15* ±*%*"])
 
@@ -111,7 +111,7 @@ def test_no_table_without_benchmarks(pytester):
 
 def test_comparison_table_lists_regressions_first(bench):
     bench.makeconftest(COMPARISON)
-    result = bench.runpytest("-p", "no:cacheprovider", "--report=out.md")
+    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=out.md")
     result.stdout.fnmatch_lines(
         [
             "*- comparison -*",
@@ -128,7 +128,7 @@ def test_comparison_table_lists_regressions_first(bench):
 
 
 def test_report_md_writes_markdown_tables(bench):
-    result = bench.runpytest("-p", "no:cacheprovider", "--report=reports/out.md")
+    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=reports/out.md")
     result.stdout.fnmatch_lines(["pytest-tpu: wrote *out.md"])
     text = (bench.path / "reports" / "out.md").read_text(encoding="utf-8")
     assert "### test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu" in text
@@ -137,7 +137,7 @@ def test_report_md_writes_markdown_tables(bench):
 
 
 def test_report_json_writes_the_numbers(bench):
-    bench.runpytest("-p", "no:cacheprovider", "--report=out.json")
+    bench.runpytest("-p", "no:cacheprovider", "--tpu-report=out.json")
     data = json.loads((bench.path / "out.json").read_text(encoding="utf-8"))
     names = [w["workload"] for w in data["workloads"]]
     assert names == ["test_matmul", "test_cnn"]
@@ -149,8 +149,8 @@ def test_report_json_writes_the_numbers(bench):
 @pytest.mark.parametrize(
     ("option", "expected"),
     [
-        ("--report=out.txt", "*--report=*out.txt: unknown file type '.txt'; use .md*or .json*"),
-        ("--report-plot=out.pdf", "*--report-plot=*out.pdf: unknown file type '.pdf'; use .png*"),
+        ("--tpu-report=out.txt", "*--tpu-report=*out.txt: unknown file type '.txt'; use .md*"),
+        ("--tpu-report-plot=out.pdf", "*--tpu-report-plot=*out.pdf: unknown file type '.pdf'*"),
     ],
 )
 def test_bad_report_suffix_is_a_usage_error_before_any_test(bench, option, expected):
@@ -162,17 +162,17 @@ def test_bad_report_suffix_is_a_usage_error_before_any_test(bench, option, expec
 
 def test_plot_without_matplotlib_names_the_extra(bench, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
-    result = bench.runpytest("-p", "no:cacheprovider", "--report-plot=out.png")
+    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report-plot=out.png")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: --report-plot needs matplotlib*pip install 'pytest-tpu[[]plot]'"]
+        ["ERROR: --tpu-report-plot needs matplotlib*pip install 'pytest-tpu[[]plot]'"]
     )
 
 
 def test_report_plot_writes_an_svg(bench):
     pytest.importorskip("matplotlib")
     bench.makeconftest(COMPARISON)
-    result = bench.runpytest("-p", "no:cacheprovider", "--report-plot=out.svg")
+    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report-plot=out.svg")
     result.stdout.fnmatch_lines(["pytest-tpu: wrote *out.svg"])
     svg = (bench.path / "out.svg").read_text(encoding="utf-8")
     assert "test_matmul" in svg
@@ -188,7 +188,7 @@ def test_junitxml_carries_the_headline_metrics(bench):
 
 def test_xdist_prints_the_table_once_from_the_controller(bench):
     pytest.importorskip("xdist")
-    result = bench.runpytest("-p", "no:cacheprovider", "-n", "2", "--report=out.json")
+    result = bench.runpytest("-p", "no:cacheprovider", "-n", "2", "--tpu-report=out.json")
     result.assert_outcomes(passed=9)
     tables = [line for line in result.outlines if "test_matmul: FLOP/s" in line]
     assert len(tables) == 1
@@ -206,7 +206,7 @@ def test_work(benchmark):
 def test_gate_comparison_reaches_table_and_markdown(pytester: pytest.Pytester):
     pytester.makepyfile(GATED)
     pytester.runpytest("--save-baseline=main").assert_outcomes(passed=1)
-    result = pytester.runpytest("--compare=main", "--report=out.md")
+    result = pytester.runpytest("--compare=main", "--tpu-report=out.md")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -239,7 +239,7 @@ def test_cnn(benchmark, replicas):
 @pytest.mark.parametrize("suffix", [".md", ".json"])
 def test_scaling_table_goes_into_the_report(pytester: pytest.Pytester, suffix):
     pytester.makepyfile(SCALED)
-    result = pytester.runpytest(f"--report=out{suffix}")
+    result = pytester.runpytest(f"--tpu-report=out{suffix}")
     result.assert_outcomes(passed=2)
     text = (pytester.path / f"out{suffix}").read_text()
     if suffix == ".md":

@@ -180,7 +180,7 @@ def test_workloads_train_at_tiny_size(pytester, replicas):
     pytester.makepyfile(test_tiny=TINY_CHECKS.replace("@REPLICAS@", str(replicas)))
     args = ["--accelerator=cpu", "-p", "no:cacheprovider"]
     if replicas > 1:
-        args.append(f"--virtual-cpus={replicas}")
+        args.append(f"--tpu-virtual-cpus={replicas}")
     result = pytester.runpytest_subprocess(*args)
     result.assert_outcomes(passed=3)
 
@@ -194,7 +194,7 @@ def test_smoke_suite_records_the_public_fields(pytester):
     _copy_suite(pytester, "test_matmul", "test_cnn", "test_lstm")
     report = pytester.path / "bench.json"
     result = pytester.runpytest_subprocess(
-        "--workload-size=smoke",
+        "--tpu-workload-size=smoke",
         "--accelerator=cpu",
         "-v",
         "-p",
@@ -257,7 +257,7 @@ def test_real_data_without_a_local_copy_is_a_clear_error(pytester, monkeypatch):
     monkeypatch.setenv("KERAS_HOME", str(pytester.path / "empty"))
     _copy_suite(pytester, "test_cnn")
     result = pytester.runpytest_subprocess(
-        "--workload-data=real", "--accelerator=cpu", "-p", "no:cacheprovider", "-k", "cpu-1024"
+        "--tpu-workload-data=real", "--accelerator=cpu", "-p", "no:cacheprovider", "-k", "cpu-1024"
     )
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*needs a local copy of mnist.npz; looked for *empty*mnist.npz*"])

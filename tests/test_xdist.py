@@ -1,7 +1,9 @@
-"""pytest-xdist: benchmarks never overlap on one device, and every worker's results arrive."""
+"""pytest-xdist: device benchmarks never overlap on one device, every worker's results arrive,
+and pytest-benchmark keeps its own behaviour (off under xdist) for every other benchmark."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -11,14 +13,16 @@ pytest.importorskip("xdist")
 BENCHES = """
 import os, time, pytest
 
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
 @pytest.mark.parametrize("i", range(4))
-def test_bench(benchmark, i):
+def test_bench(benchmark, accelerator, i):
     def work():
         with open("spans.log", "a") as log:
-            log.write(f"{os.environ['PYTEST_XDIST_WORKER']} start {time.monotonic()}\\n")
+            log.write(f"{WORKER} start {time.monotonic()}\\n")
         sum(range(200_000))
         with open("spans.log", "a") as log:
-            log.write(f"{os.environ['PYTEST_XDIST_WORKER']} end {time.monotonic()}\\n")
+            log.write(f"{WORKER} end {time.monotonic()}\\n")
     benchmark.extra_info.update(metric="time", unit="s")
     benchmark.pedantic(work, rounds=5)
 """
@@ -30,7 +34,9 @@ def _spans(text: str) -> list[tuple[str, str]]:
 
 def test_two_workers_take_turns_and_all_results_are_gathered(pytester: pytest.Pytester):
     pytester.makepyfile(BENCHES)
-    result = pytester.runpytest_subprocess("-n", "2", "--junitxml=junit.xml", "-p", "xdist")
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--junitxml=junit.xml", "-p", "xdist", "--accelerator=cpu", "--benchmark-json=j"
+    )
     result.assert_outcomes(passed=4)
     spans = _spans((pytester.path / "spans.log").read_text())
     assert len({worker for worker, _ in spans}) == 2, "both workers should have run benchmarks"
@@ -39,3 +45,41 @@ def test_two_workers_take_turns_and_all_results_are_gathered(pytester: pytest.Py
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     measured = [case for case in cases if case.find("properties/property") is not None]
     assert len(measured) == 4
+    # The figures reach the controller on the reports; no worker writes a partial file.
+    assert not (pytester.path / "j").exists()
+
+
+PLAIN = """
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_plain(benchmark, i):
+    benchmark(sum, range(1000))
+"""
+
+
+def _outputs(pytester: pytest.Pytester, *plugin: str) -> tuple[list[str], list[str]]:
+    """The files pytest-benchmark leaves after ``-n 2`` with its file options, and its lines."""
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "xdist", *plugin, "--benchmark-json=b.json", "--benchmark-autosave"
+    )
+    result.assert_outcomes(passed=6)
+    files = sorted(str(p.relative_to(pytester.path)) for p in pytester.path.rglob("*.json"))
+    lines = [line for line in result.outlines + result.errlines if "benchmark" in line.lower()]
+    return files, [line for line in lines if "plugins:" not in line and "rootdir" not in line]
+
+
+def test_plain_benchmarks_under_xdist_behave_as_without_the_plugin(pytester: pytest.Pytester):
+    pytester.makepyfile(PLAIN)
+    without = _outputs(pytester, "-p", "no:tpu")
+    with_plugin = _outputs(pytester)
+    assert with_plugin == without
+    assert not (pytester.path / "b.json").exists()
+
+
+def test_device_benchmark_json_is_complete_without_xdist(pytester: pytest.Pytester):
+    pytester.makepyfile(BENCHES)
+    result = pytester.runpytest_subprocess("--accelerator=cpu", "--benchmark-json=b.json")
+    result.assert_outcomes(passed=4)
+    data = json.loads((pytester.path / "b.json").read_text())
+    assert len(data["benchmarks"]) == 4

@@ -98,11 +98,11 @@ def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path
         args += ["-m", config.option.markexpr]
     args += [
         f"--accelerator={settings.accelerator}",
-        f"--workload-size={settings.workload_size}",
-        f"--workload-data={settings.workload_data}",
+        f"--tpu-workload-size={settings.workload_size}",
+        f"--tpu-workload-data={settings.workload_data}",
     ]
     if settings.virtual_cpus:
-        args.append(f"--virtual-cpus={settings.virtual_cpus}")
+        args.append(f"--tpu-virtual-cpus={settings.virtual_cpus}")
     for dest, flag in BENCHMARK_OPTIONS:
         value = config.getoption(dest, None)
         if value is not None:

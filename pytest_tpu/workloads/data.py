@@ -23,7 +23,7 @@ _IMDB_START, _IMDB_OOV, _IMDB_INDEX_FROM = 1, 2, 3
 
 
 class DataNotFound(FileNotFoundError):
-    """``--workload-data=real`` without a local copy of the dataset."""
+    """``--tpu-workload-data=real`` without a local copy of the dataset."""
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,9 @@ def _cached_file(name: str) -> Path:
     path = keras_cache_dir() / name
     if not path.is_file():
         raise DataNotFound(
-            f"--workload-data=real needs a local copy of {name}; looked for {path} "
+            f"--tpu-workload-data=real needs a local copy of {name}; looked for {path} "
             f"(set KERAS_HOME to use another Keras cache). Nothing is downloaded during a run: "
-            f"copy the file there, or use --workload-data=synthetic."
+            f"copy the file there, or use --tpu-workload-data=synthetic."
         )
     return path
 

@@ -1,4 +1,4 @@
-"""How much work each ``--workload-size`` asks of each workload.
+"""How much work each ``--tpu-workload-size`` asks of each workload.
 
 ``smoke`` keeps the whole suite within two minutes on a 2-core CPU, with too few rounds for the
 gate to decide (its comparisons come out inconclusive); ``default``
@@ -69,7 +69,7 @@ SIZES: dict[str, WorkloadSizes] = {
 
 
 def sizes_for(name: str) -> WorkloadSizes:
-    """The sizes of ``--workload-size=name``; unknown names list the valid ones."""
+    """The sizes of ``--tpu-workload-size=name``; unknown names list the valid ones."""
     try:
         return SIZES[name]
     except KeyError:
