@@ -5,6 +5,7 @@ device, and each feature's module only when its options ask for it."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -115,10 +116,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("accelerator", kinds, ids=kinds, indirect=True)
 
 
-def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
-    """The devices line, once discovery has happened (never forces it)."""
+def pytest_report_collectionfinish(
+    config: pytest.Config, items: Sequence[pytest.Item]
+) -> str | None:
+    """The devices line in the header, when selected tests are about to use a device.
+
+    Runs after -k/-m deselection: a session that runs no device test (``-k plain_test``) and
+    ``--collect-only`` never discover devices, so they never import TensorFlow.
+    """
     state = config.stash[session_key]
-    return state.inventory().header_line() if state.discovered else None
+    wanted = not config.option.collectonly and any(
+        OWNER_FIXTURE in getattr(item, "fixturenames", ()) for item in items
+    )
+    if wanted or state.discovered:
+        return state.inventory().header_line()
+    return None
 
 
 @pytest.fixture
