@@ -28,11 +28,12 @@ from typing import IO, Any, Literal
 import pytest
 
 from pytest_tpu import scaling, workers
+from pytest_tpu.merge import ReportMerger
 from pytest_tpu.options import Settings, resolve_settings
 from pytest_tpu.results import REPORT_ATTR, BenchResult, results_key
 
 CLUSTER_PLUGIN_NAME = "pytest-tpu-cluster"
-REPORTS_ENV = "PYTEST_TPU_REPORTS"  # file the chief appends its serialized reports to
+REPORTS_ENV = "PYTEST_TPU_REPORTS"  # file a worker appends its serialized reports to
 PARENT_ENV = "PYTEST_TPU_PARENT_PID"  # the controller's pid, watched by its workers
 # Parameters that are the scale itself, not part of a workload's identity in the table.
 SCALE_PARAMS = frozenset({"accelerator", "replicas", "workers"})
@@ -235,9 +236,10 @@ class ClusterPlugin:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """The chief of a controller-started cluster streams each report, one JSON line."""
+        """Every worker of a controller-started cluster streams each report, one JSON line:
+        a test passes only if it passed on every worker, not just on the chief."""
         path = os.environ.get(REPORTS_ENV)
-        if self.cluster is None or not path or not workers.is_chief(self.cluster):
+        if self.cluster is None or not path:
             return
         if self._reports is None:
             self._reports = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
@@ -309,20 +311,23 @@ class Controller:
         run_dir = tmp / f"cluster-{scale}"
         run_dir.mkdir()
         ports = workers.free_ports(scale)
-        reports = run_dir / "reports.jsonl"
+        reports = [run_dir / f"reports-{i}.jsonl" for i in range(scale)]
         temps = [run_dir / f"tmp-{i}" for i in range(scale)]
         for temp in temps:
             temp.mkdir()
         started = workers.start_workers(
             [self._command(i == 0, temps[i] / "basetemp") for i in range(scale)],
-            [self._env(ports, i, reports, temps[i]) for i in range(scale)],
+            [self._env(ports, i, reports[i], temps[i]) for i in range(scale)],
             self.config.invocation_params.dir,
             run_dir,
         )
         try:  # from here on, an interrupt anywhere still ends every worker
             self._announce(scale, ports, started)
-            tail = workers.JsonLinesTail(reports)
-            codes = workers.wait_workers(started, lambda: self._receive(tail.read_new(), replay))
+            tails = [workers.JsonLinesTail(path) for path in reports]
+            merger = ReportMerger(scale)
+            codes = workers.wait_workers(
+                started, lambda: self._receive(_read(started, tails, merger), replay)
+            )
         finally:
             workers.end_workers(started)
         ok = all(code in workers.NORMAL_EXITS for code in codes)
@@ -394,6 +399,21 @@ class Controller:
             self._replay(report)
             self.finished.add(item.nodeid)
             self.config.hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+
+def _read(
+    started: Sequence[workers.Worker], tails: Sequence[workers.JsonLinesTail], merger: ReportMerger
+) -> list[dict[str, Any]]:
+    """New reports of every worker, merged; whose exit is seen before its stream is read to
+    the end, so nothing it wrote before exiting is taken as missing."""
+    codes = [worker.process.poll() for worker in started]
+    for index, tail in enumerate(tails):
+        for data in tail.read_new():
+            merger.add(index, data)
+    for index, code in enumerate(codes):
+        if code is not None:
+            merger.worker_gone(index, workers.describe_exit(code))
+    return merger.release()
 
 
 def _exit_message(scale: int, started: Sequence[workers.Worker], codes: list[int | None]) -> str:

@@ -264,3 +264,56 @@ def test_skips_in_workers_reach_the_skip_summary(pytester: pytest.Pytester):
     result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-rs", timeout=300)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED * nothing to measure here"])
+
+
+NON_CHIEF_FAILURES = """
+import json, os
+
+def index():
+    return json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+
+def test_passes_everywhere():
+    pass
+
+def test_fails_on_worker_1():
+    assert index() != 1
+
+def test_crashes_worker_1():
+    if index() == 1:
+        os._exit(1)
+"""
+
+
+def test_failures_on_non_chief_workers_count(pytester: pytest.Pytester):
+    pytester.makepyfile(test_nc=NON_CHIEF_FAILURES)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--workers=2", "-rf", timeout=300)
+    result.assert_outcomes(passed=1, failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*failed on worker 1 of 2; the chief (worker 0) passed*",
+            "pytest-tpu: worker 1 of 2 ended (exit code 1) before finishing this test; *",
+            "FAILED test_nc.py::test_fails_on_worker_1 - assert 1 != 1*",
+            "FAILED test_nc.py::test_crashes_worker_1 - pytest-tpu: worker 1 of 2 ended*",
+        ]
+    )
+    assert not [pid for pid in announced_pids(result.outlines) if alive(pid)]
+
+
+def test_merger_waits_for_every_worker_and_keeps_the_chief_order():
+    from pytest_tpu.merge import ReportMerger
+
+    def report(nodeid: str, when: str, outcome: str = "passed") -> dict[str, object]:
+        return {"nodeid": nodeid, "when": when, "outcome": outcome, "longrepr": None}
+
+    merger = ReportMerger(2)
+    for when in ("setup", "call", "teardown"):
+        merger.add(0, report("t::a", when))
+    assert merger.release() == []  # worker 1 has not finished t::a yet
+    merger.add(1, report("t::a", "setup", "failed"))
+    merger.add(1, report("t::a", "teardown"))
+    released = merger.release()
+    assert [(r["when"], r["outcome"]) for r in released] == [
+        ("setup", "failed"),
+        ("teardown", "passed"),
+    ]
