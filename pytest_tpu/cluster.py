@@ -17,11 +17,13 @@ TensorFlow is imported only when a worker first needs a device, never at plugin 
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -29,12 +31,17 @@ import pytest
 
 from pytest_tpu import scaling, workers
 from pytest_tpu.merge import ReportMerger
-from pytest_tpu.options import Settings, resolve_settings
+from pytest_tpu.options import Settings, parse_positive_float, resolve_settings
 from pytest_tpu.results import REPORT_ATTR, BenchResult, results_key
 
 CLUSTER_PLUGIN_NAME = "pytest-tpu-cluster"
 REPORTS_ENV = "PYTEST_TPU_REPORTS"  # file a worker appends its serialized reports to
 PARENT_ENV = "PYTEST_TPU_PARENT_PID"  # the controller's pid, watched by its workers
+# How long a worker waits for the other tasks of TF_CONFIG before giving up. Long enough for
+# peers that import TensorFlow on a loaded machine; short enough that a stale TF_CONFIG (a
+# leftover from another job) ends the session instead of hanging it.
+PEER_TIMEOUT_ENV = "PYTEST_TPU_PEER_TIMEOUT"
+DEFAULT_PEER_TIMEOUT = 120.0
 # Parameters that are the scale itself, not part of a workload's identity in the table.
 SCALE_PARAMS = frozenset({"accelerator", "replicas", "workers"})
 
@@ -98,9 +105,47 @@ def cluster_from_env() -> dict[str, Any] | None:
         config = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise pytest.UsageError(f"TF_CONFIG is not valid JSON ({exc}): {raw[:200]}") from None
-    if not isinstance(config, dict) or workers.cluster_size(config) < 1:
-        raise pytest.UsageError(f"TF_CONFIG names no 'worker' or 'chief' tasks: {raw[:200]}")
+    problem = workers.tf_config_problem(config)
+    if problem is not None:
+        raise pytest.UsageError(f"TF_CONFIG cannot be used: {problem}: {raw[:200]}")
+    assert isinstance(config, dict)
     return config
+
+
+def peer_timeout() -> float:
+    """Seconds to wait for the cluster's other tasks (``PYTEST_TPU_PEER_TIMEOUT``)."""
+    raw = os.environ.get(PEER_TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_PEER_TIMEOUT
+    try:
+        return parse_positive_float(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"environment {PEER_TIMEOUT_ENV}: {exc}") from None
+
+
+def join_cluster(
+    cluster: dict[str, Any], virtual_cpus: int | None, say: Callable[[str], None]
+) -> Any:
+    """Wait (bounded) for the cluster's peers, then make the strategy; a usage error if not."""
+    if _STRATEGY:
+        return _STRATEGY[0]
+    timeout = peer_timeout()
+    with workers.sigterm_as_interrupt():  # SIGTERM ends the wait (exit code 2)
+        missing = workers.wait_for_peers(cluster, timeout, say)
+    if missing:
+        raise pytest.UsageError(
+            f"TF_CONFIG names a cluster whose other tasks did not answer within {timeout:g}s: "
+            f"{'; '.join(f'{name} at {why}' for name, why in missing.items())}. Start them, or "
+            f"unset TF_CONFIG if it is left over from another job ({PEER_TIMEOUT_ENV} sets the "
+            "wait)"
+        )
+    try:
+        return worker_strategy(virtual_cpus)
+    except Exception as exc:  # TensorFlow's own objection to the cluster: a usage problem
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise pytest.UsageError(
+            f"TF_CONFIG: TensorFlow cannot join this cluster: {type(exc).__name__}: {first}"
+        ) from None
 
 
 def worker_strategy(virtual_cpus: int | None = None) -> Any:
@@ -199,6 +244,7 @@ class ClusterPlugin:
         self.notes: list[str] = []
         self.crashed = False
         self._reports: IO[str] | None = None
+        self.join_error: pytest.UsageError | None = None
         if self.controller and config.getoption("numprocesses", None):
             raise pytest.UsageError("--workers cannot be combined with pytest-xdist's -n")
 
@@ -223,8 +269,29 @@ class ClusterPlugin:
         uses_device = "accelerator" in metafunc.fixturenames or (
             metafunc.definition.get_closest_marker("accelerators") is not None
         )
-        if self.cluster is not None and uses_device:
-            worker_strategy(self.settings.virtual_cpus)
+        if self.cluster is None or not uses_device or self.join_error is not None:
+            return
+        try:
+            join_cluster(self.cluster, self.settings.virtual_cpus, self._say)
+        except pytest.UsageError as exc:
+            # Raised here it would be a collection error per module; raised after collection
+            # it ends the session once, as a usage error (exit code 4).
+            self.join_error = exc
+
+    def pytest_collection_modifyitems(self) -> None:
+        if self.join_error is not None:
+            raise self.join_error
+
+    def _say(self, line: str) -> None:
+        """A line seen at once: collection output is captured unless capture is lifted."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+            reporter.flush()
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:

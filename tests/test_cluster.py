@@ -317,3 +317,110 @@ def test_merger_waits_for_every_worker_and_keeps_the_chief_order():
         ("setup", "failed"),
         ("teardown", "passed"),
     ]
+
+
+@pytest.mark.parametrize(
+    "tf_config",
+    [
+        '{"cluster": []}',
+        '{"cluster": {"worker": null}, "task": {"type": "worker", "index": 0}}',
+        '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
+        '{"cluster": {"worker": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]}, '
+        '"task": {"type": "ps", "index": 0}}',
+        '{"cluster": {"worker": ["no-port"]}, "task": {"type": "worker", "index": 0}}',
+        "[1]",
+    ],
+    ids=["cluster-list", "worker-null", "index-outside", "ps-task", "no-port", "not-object"],
+)
+def test_unusable_tf_config_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tf_config: str
+):
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: TF_CONFIG cannot be used: *"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_tensorflow_refusing_the_cluster_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    config = {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
+    # Stands in for TensorFlow's own objections to a TF_CONFIG that looks valid.
+    pytester.makeconftest(
+        """
+        import tensorflow as tf
+
+        def refuse(*args, **kwargs):
+            raise ValueError("There is no id for task_type 'worker'\\nmore detail")
+
+        tf.distribute.MultiWorkerMirroredStrategy = refuse
+        """
+    )
+    pytester.makepyfile(test_x="def test_x(accelerator): pass\ndef test_y(accelerator): pass")
+    result = pytester.runpytest_subprocess(*PLUGIN, timeout=300)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: TF_CONFIG: TensorFlow cannot join this cluster: "
+            "ValueError: There is no id for task_type 'worker'"
+        ]
+    )
+    assert "error during collection" not in result.stdout.str()
+
+
+def stale_tf_config() -> str:
+    """Two workers, this one the chief; the other's port has nothing listening."""
+    ports = workers.free_ports(2)
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    return json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 0}})
+
+
+DEVICE_TEST = "def test_on_device(accelerator):\n    pass\n"
+
+
+def test_a_stale_tf_config_ends_the_session_instead_of_hanging(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TF_CONFIG", stale_tf_config())
+    monkeypatch.setenv(cluster.PEER_TIMEOUT_ENV, "3")
+    monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
+    pytester.makepyfile(test_dev=DEVICE_TEST)
+    # Without the bounded wait this run never ends: the timeout only detects that hang.
+    result = pytester.runpytest_subprocess(*PLUGIN, timeout=240)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["pytest-tpu: waiting up to 3s for worker 1 at 127.0.0.1:*"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: TF_CONFIG names a cluster whose other tasks did not answer within 3s: worker 1*"]
+    )
+
+
+def test_sigterm_ends_the_wait_for_a_stale_cluster(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TF_CONFIG", stale_tf_config())
+    monkeypatch.setenv(cluster.PEER_TIMEOUT_ENV, "600")
+    monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
+    pytester.makepyfile(test_dev=DEVICE_TEST)
+    command = [sys.executable, "-m", "pytest", *PLUGIN, f"--basetemp={pytester.path / 'bt'}"]
+    session = pytester.popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
+    lines: list[str] = []
+    try:
+        assert session.stdout is not None
+        for raw in session.stdout:
+            lines.append(raw.decode(errors="replace"))
+            if "waiting up to" in lines[-1]:
+                break
+        session.send_signal(signal.SIGTERM)
+        rest, _ = session.communicate(timeout=120)  # detects a hang; asserts no duration
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.wait()
+    output = "".join(lines) + rest.decode(errors="replace")
+    assert session.returncode == pytest.ExitCode.INTERRUPTED, output
