@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -39,3 +40,24 @@ def test_two_workers_take_turns_and_all_results_are_gathered(pytester: pytest.Py
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     measured = [case for case in cases if case.find("properties/property") is not None]
     assert len(measured) == 4
+
+
+def test_a_file_where_the_lock_directory_goes_does_not_break_benchmarks(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    temp = pytester.path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    (temp / f"pytest-tpu-locks-{os.getuid()}").write_text("in the way")
+    pytester.makepyfile(
+        test_locked="""
+        def test_one(benchmark):
+            benchmark.pedantic(sum, (range(10),), rounds=2)
+
+        def test_two(benchmark):
+            benchmark.pedantic(sum, (range(10),), rounds=2)
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=2)
+    assert (temp / f"pytest-tpu-locks-{os.getuid()}-1").is_dir()
