@@ -17,23 +17,31 @@ TensorFlow is imported only when a worker first needs a device, never at plugin 
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
 import pytest
 
 from pytest_tpu import scaling, workers
-from pytest_tpu.options import Settings, resolve_settings
+from pytest_tpu.merge import ReportMerger
+from pytest_tpu.options import Settings, parse_positive_float, resolve_settings
 from pytest_tpu.results import REPORT_ATTR, BenchResult, results_key
 
 CLUSTER_PLUGIN_NAME = "pytest-tpu-cluster"
-REPORTS_ENV = "PYTEST_TPU_REPORTS"  # file the chief appends its serialized reports to
+REPORTS_ENV = "PYTEST_TPU_REPORTS"  # file a worker appends its serialized reports to
 PARENT_ENV = "PYTEST_TPU_PARENT_PID"  # the controller's pid, watched by its workers
+# How long a worker waits for the other tasks of TF_CONFIG before giving up. Long enough for
+# peers that import TensorFlow on a loaded machine; short enough that a stale TF_CONFIG (a
+# leftover from another job) ends the session instead of hanging it.
+PEER_TIMEOUT_ENV = "PYTEST_TPU_PEER_TIMEOUT"
+DEFAULT_PEER_TIMEOUT = 120.0
 # Parameters that are the scale itself, not part of a workload's identity in the table.
 SCALE_PARAMS = frozenset({"accelerator", "replicas", "workers"})
 
@@ -99,9 +107,47 @@ def cluster_from_env() -> dict[str, Any] | None:
         config = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise pytest.UsageError(f"TF_CONFIG is not valid JSON ({exc}): {raw[:200]}") from None
-    if not isinstance(config, dict) or workers.cluster_size(config) < 1:
-        raise pytest.UsageError(f"TF_CONFIG names no 'worker' or 'chief' tasks: {raw[:200]}")
+    problem = workers.tf_config_problem(config)
+    if problem is not None:
+        raise pytest.UsageError(f"TF_CONFIG cannot be used: {problem}: {raw[:200]}")
+    assert isinstance(config, dict)
     return config
+
+
+def peer_timeout() -> float:
+    """Seconds to wait for the cluster's other tasks (``PYTEST_TPU_PEER_TIMEOUT``)."""
+    raw = os.environ.get(PEER_TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_PEER_TIMEOUT
+    try:
+        return parse_positive_float(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"environment {PEER_TIMEOUT_ENV}: {exc}") from None
+
+
+def join_cluster(
+    cluster: dict[str, Any], virtual_cpus: int | None, say: Callable[[str], None]
+) -> Any:
+    """Wait (bounded) for the cluster's peers, then make the strategy; a usage error if not."""
+    if _STRATEGY:
+        return _STRATEGY[0]
+    timeout = peer_timeout()
+    with workers.sigterm_as_interrupt():  # SIGTERM ends the wait (exit code 2)
+        missing = workers.wait_for_peers(cluster, timeout, say)
+    if missing:
+        raise pytest.UsageError(
+            f"TF_CONFIG names a cluster whose other tasks did not answer within {timeout:g}s: "
+            f"{'; '.join(f'{name} at {why}' for name, why in missing.items())}. Start them, or "
+            f"unset TF_CONFIG if it is left over from another job ({PEER_TIMEOUT_ENV} sets the "
+            "wait)"
+        )
+    try:
+        return worker_strategy(virtual_cpus)
+    except Exception as exc:  # TensorFlow's own objection to the cluster: a usage problem
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise pytest.UsageError(
+            f"TF_CONFIG: TensorFlow cannot join this cluster: {type(exc).__name__}: {first}"
+        ) from None
 
 
 def worker_strategy(virtual_cpus: int | None = None) -> Any:
@@ -201,6 +247,7 @@ class ClusterPlugin:
         self.notes: list[str] = []
         self.crashed = False
         self._reports: IO[str] | None = None
+        self.join_error: pytest.UsageError | None = None
         if self.controller and config.getoption("numprocesses", None):
             raise pytest.UsageError("--tpu-workers cannot be combined with pytest-xdist's -n")
 
@@ -225,8 +272,29 @@ class ClusterPlugin:
         uses_device = "accelerator" in metafunc.fixturenames or (
             metafunc.definition.get_closest_marker("accelerators") is not None
         )
-        if self.cluster is not None and uses_device:
-            worker_strategy(self.settings.virtual_cpus)
+        if self.cluster is None or not uses_device or self.join_error is not None:
+            return
+        try:
+            join_cluster(self.cluster, self.settings.virtual_cpus, self._say)
+        except pytest.UsageError as exc:
+            # Raised here it would be a collection error per module; raised after collection
+            # it ends the session once, as a usage error (exit code 4).
+            self.join_error = exc
+
+    def pytest_collection_modifyitems(self) -> None:
+        if self.join_error is not None:
+            raise self.join_error
+
+    def _say(self, line: str) -> None:
+        """A line seen at once: collection output is captured unless capture is lifted."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+            reporter.flush()
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -238,9 +306,10 @@ class ClusterPlugin:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """The chief of a controller-started cluster streams each report, one JSON line."""
+        """Every worker of a controller-started cluster streams each report, one JSON line:
+        a test passes only if it passed on every worker, not just on the chief."""
         path = os.environ.get(REPORTS_ENV)
-        if self.cluster is None or not path or not workers.is_chief(self.cluster):
+        if self.cluster is None or not path:
             return
         if self._reports is None:
             self._reports = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
@@ -312,20 +381,23 @@ class Controller:
         run_dir = tmp / f"cluster-{scale}"
         run_dir.mkdir()
         ports = workers.free_ports(scale)
-        reports = run_dir / "reports.jsonl"
+        reports = [run_dir / f"reports-{i}.jsonl" for i in range(scale)]
         temps = [run_dir / f"tmp-{i}" for i in range(scale)]
         for temp in temps:
             temp.mkdir()
         started = workers.start_workers(
             [self._command(i == 0, temps[i] / "basetemp") for i in range(scale)],
-            [self._env(ports, i, reports, temps[i]) for i in range(scale)],
+            [self._env(ports, i, reports[i], temps[i]) for i in range(scale)],
             self.config.invocation_params.dir,
             run_dir,
         )
         try:  # from here on, an interrupt anywhere still ends every worker
             self._announce(scale, ports, started)
-            tail = workers.JsonLinesTail(reports)
-            codes = workers.wait_workers(started, lambda: self._receive(tail.read_new(), replay))
+            tails = [workers.JsonLinesTail(path) for path in reports]
+            merger = ReportMerger(scale)
+            codes = workers.wait_workers(
+                started, lambda: self._receive(_read(started, tails, merger), replay)
+            )
         finally:
             workers.end_workers(started)
         ok = all(code in workers.NORMAL_EXITS for code in codes)
@@ -397,6 +469,21 @@ class Controller:
             self._replay(report)
             self.finished.add(item.nodeid)
             self.config.hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+
+def _read(
+    started: Sequence[workers.Worker], tails: Sequence[workers.JsonLinesTail], merger: ReportMerger
+) -> list[dict[str, Any]]:
+    """New reports of every worker, merged; whose exit is seen before its stream is read to
+    the end, so nothing it wrote before exiting is taken as missing."""
+    codes = [worker.process.poll() for worker in started]
+    for index, tail in enumerate(tails):
+        for data in tail.read_new():
+            merger.add(index, data)
+    for index, code in enumerate(codes):
+        if code is not None:
+            merger.worker_gone(index, workers.describe_exit(code))
+    return merger.release()
 
 
 def _exit_message(scale: int, started: Sequence[workers.Worker], codes: list[int | None]) -> str:

@@ -14,6 +14,7 @@ the controller on the test report instead (``results.REPORT_ATTR``).
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,10 +29,32 @@ except ImportError:  # Windows: no flock; sessions there are not serialised
     fcntl = None  # type: ignore[assignment]
 
 
+CANDIDATES = 16
+
+
 def lock_dir() -> Path:
-    """One directory per user, so users do not share each other's lock files."""
+    """One directory per user, so users do not share each other's lock files.
+
+    A file, a symlink or another user's directory in the way (left over, or planted) is passed
+    over for the next name in a fixed sequence, so every worker of a run still picks the same.
+    """
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"pytest-tpu-locks-{uid}"
+    base = Path(tempfile.gettempdir()) / f"pytest-tpu-locks-{uid}"
+    names = [base, *(base.with_name(f"{base.name}-{n}") for n in range(1, CANDIDATES))]
+    for candidate in names:
+        if _ours(candidate, uid):
+            return candidate
+    raise OSError(f"pytest-tpu: no usable lock directory: {base} and its -1..-15 are all taken")
+
+
+def _ours(path: Path, uid: int) -> bool:
+    """A real directory owned by this user, created if missing."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and (not hasattr(os, "getuid") or info.st_uid == uid)
 
 
 @contextmanager
@@ -41,7 +64,6 @@ def device_lock(run_id: str, kind: str) -> Iterator[None]:
         yield
         return
     directory = lock_dir()
-    directory.mkdir(mode=0o700, exist_ok=True)
     safe_id = "".join(c for c in run_id if c.isalnum())[:64]
     with open(directory / f"{safe_id}-{kind}.lock", "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

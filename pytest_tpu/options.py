@@ -24,6 +24,16 @@ WORKLOAD_DATA: tuple[str, ...] = ("synthetic", "real")
 DEFAULT_BASELINE = "default"
 DEFAULT_BASELINE_DIR = ".pytest-tpu/baselines"
 DEFAULT_TPU_TIMEOUT = 60.0
+# Upper bounds, each a usage error above it rather than a hang or a crash later:
+# - a TPU that has not answered in a day will not; larger values overflow the process timers.
+MAX_TPU_TIMEOUT = 24 * 3600.0
+# - the first step over N logical CPUs costs about N**2 (measured: 64 -> 0.3 s, 256 -> 4 s,
+#   1024 -> 20 s for one all-reduce, before any model compiles; 100000 never finished), and no
+#   CPU has more than a few hundred cores to give them, so more replicas measure nothing real.
+MAX_VIRTUAL_CPUS = 256
+# - each worker is a whole Python and TensorFlow process (hundreds of MB, seconds of CPU to
+#   start) on this one machine: 1000 ran out of processes (BlockingIOError) before any test.
+MAX_WORKERS = 64
 # Exit status of a session whose only problem is a speed regression: distinct from pytest's own
 # codes (1 tests failed, 2 interrupted, 3 internal error, 4 usage error, 5 no tests).
 REGRESSION_EXIT_CODE = 6
@@ -35,7 +45,7 @@ MAX_BASELINE_HISTORY = 100
 T = TypeVar("T")
 
 # Baseline names become file names: letters, digits, dot, dash, underscore; no leading dot.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,38 @@ def parse_history(value: str) -> int:
     return number
 
 
+def parse_int_up_to(upper: int, why: str) -> Callable[[str], int]:
+    """A validator for a whole number from 1 to ``upper``; ``why`` explains the bound."""
+
+    def parse(value: str) -> int:
+        number = parse_positive_int(value)
+        if number > upper:
+            raise argparse.ArgumentTypeError(f"{value!r} is more than {upper}: {why}")
+        return number
+
+    parse.__name__ = "bounded_int"
+    return parse
+
+
+def parse_tpu_timeout(value: str) -> float:
+    """Seconds for the TPU probe, at most ``MAX_TPU_TIMEOUT``."""
+    number = parse_positive_float(value)
+    if number > MAX_TPU_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is more than {MAX_TPU_TIMEOUT:g} seconds (a day): a TPU that has not "
+            "answered by then will not"
+        )
+    return number
+
+
+parse_virtual_cpus = parse_int_up_to(
+    MAX_VIRTUAL_CPUS, "set-up grows with the square of the count and no CPU has that many cores"
+)
+parse_workers = parse_int_up_to(
+    MAX_WORKERS, "each worker is a whole TensorFlow process on this machine"
+)
+
+
 def parse_percent(value: str) -> float:
     """``5%``, ``5`` or ``2.5%``: a percentage between 0 (exclusive) and 100."""
     text = value.strip().removesuffix("%")
@@ -127,7 +169,8 @@ def parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
 
 def parse_baseline_name(value: str) -> str:
     """A baseline name that is safe as a file name inside the baseline directory."""
-    if not _NAME_RE.match(value) or ".." in value:
+    # fullmatch: "$" would also match before a trailing newline, letting "abc\n" through.
+    if not _NAME_RE.fullmatch(value) or ".." in value:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a valid baseline name; use letters, digits, '.', '-' and '_' "
             "(no path separators, no '..', at most 100 characters)"
@@ -187,8 +230,9 @@ def add_options(parser: pytest.Parser) -> None:
         group,
         parser,
         "--tpu-timeout",
-        f"Seconds the whole TPU probe may take (default {DEFAULT_TPU_TIMEOUT:g}).",
-        type=parse_positive_float,
+        f"Seconds the whole TPU probe may take (default {DEFAULT_TPU_TIMEOUT:g}, "
+        f"at most {MAX_TPU_TIMEOUT:g}).",
+        type=parse_tpu_timeout,
         metavar="SECONDS",
     )
     _add(
@@ -196,8 +240,8 @@ def add_options(parser: pytest.Parser) -> None:
         parser,
         ("--tpu-virtual-cpus", "--virtual-cpus"),
         "Split the CPU into N logical TensorFlow devices, so "
-        "multi-replica strategies run on a CPU-only machine.",
-        type=parse_positive_int,
+        f"multi-replica strategies run on a CPU-only machine (at most {MAX_VIRTUAL_CPUS}).",
+        type=parse_virtual_cpus,
         metavar="N",
     )
     _add(
@@ -328,8 +372,9 @@ def _add_output_options(group: pytest.OptionGroup, parser: pytest.Parser) -> Non
         group,
         parser,
         "--tpu-workers",
-        "Run the workloads under MultiWorkerMirroredStrategy across N local worker processes.",
-        type=parse_positive_int,
+        "Run the workloads under MultiWorkerMirroredStrategy across N local worker processes "
+        f"(at most {MAX_WORKERS}).",
+        type=parse_workers,
         metavar="N",
     )
     _add(
@@ -426,8 +471,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
             AcceleratorSelection("auto", KINDS),
             env="PYTEST_ACCELERATOR",
         ),
-        tpu_timeout=resolve(config, "tpu_timeout", parse_positive_float, DEFAULT_TPU_TIMEOUT),
-        virtual_cpus=resolve(config, "tpu_virtual_cpus", parse_positive_int, None),
+        tpu_timeout=resolve(config, "tpu_timeout", parse_tpu_timeout, DEFAULT_TPU_TIMEOUT),
+        virtual_cpus=resolve(config, "tpu_virtual_cpus", parse_virtual_cpus, None),
         workload_size=selected_workload_size(config),
         workload_data=resolve(
             config, "tpu_workload_data", parse_choice(WORKLOAD_DATA), "synthetic"
@@ -443,7 +488,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         speedup_reference=resolve(config, "tpu_speedup_reference", parse_speedup_reference, "cpu"),
         report=_path(config, "tpu_report"),
         report_plot=_path(config, "tpu_report_plot"),
-        workers=resolve(config, "tpu_workers", parse_positive_int, None),
+        workers=resolve(config, "tpu_workers", parse_workers, None),
         profile_regressions=_path(config, "tpu_profile_regressions"),
     )
 

@@ -7,6 +7,7 @@ controller sees every worker's results. Nothing here imports TensorFlow or numpy
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -116,7 +117,10 @@ def result_from_item(item: pytest.Item, report: pytest.TestReport) -> BenchResul
     stats = getattr(fixture, "stats", None)
     # Into the fixture's own dict, so pytest-benchmark's --benchmark-json carries them too.
     _fill_device_fields(item, fixture.extra_info)
-    extra = dict(fixture.extra_info)
+    extra, refused = plain_extra_info(fixture.extra_info)
+    for line in refused:
+        # A warning, not a failure: the measurement stands, only this value is not kept.
+        item.warn(pytest.PytestWarning(f"pytest-tpu: {item.nodeid}: {line}"))
     samples: tuple[float, ...] = ()
     if stats is not None:
         # Per-round durations, already divided by the iterations of each round.
@@ -149,6 +153,50 @@ def _options(stats: Any) -> dict[str, Any]:
         key: getattr(value, "__name__", repr(value)) if not isinstance(value, plain) else value
         for key, value in options.items()
     }
+
+
+class NotPlainData(ValueError):
+    """A value JSON (and so a baseline, a report, or pytest-xdist's channel) cannot carry."""
+
+
+def plain_extra_info(extra: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``extra`` as plain JSON data, and one line per value left out and why.
+
+    Numpy scalars (what ``tensor.numpy()`` returns) become Python numbers. NaN, infinities and
+    arbitrary objects are left out: JSON has no NaN, and execnet (pytest-xdist) cannot send
+    numpy or user objects at all, which would end the session with an INTERNALERROR.
+    """
+    clean: dict[str, Any] = {}
+    refused: list[str] = []
+    for key, value in extra.items():
+        try:
+            clean[str(key)] = plain(value)
+        except NotPlainData as exc:
+            refused.append(f"extra_info[{key!r}] is left out of the results: {exc}")
+        except RecursionError:  # a list that contains itself
+            refused.append(f"extra_info[{key!r}] is left out of the results: nested too deeply")
+    return clean, refused
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON data (numpy scalars converted); ``NotPlainData`` says what is not."""
+    if value is None:
+        return None
+    for kind in (str, bool, int):  # subclasses (an IntEnum) as their plain base type
+        if isinstance(value, kind):
+            return kind(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotPlainData(f"{value!r} is not a JSON number")
+        return float(value)  # np.float64 is a float subclass: make it a plain one
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        return plain(value.item())  # numpy scalar or 0-d array
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: plain(item) for key, item in value.items()}
+    hint = " (use .tolist())" if type(value).__module__ == "numpy" else ""
+    raise NotPlainData(f"a {type(value).__name__} is not JSON data{hint}")
 
 
 def _fill_device_fields(item: pytest.Item, extra: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ after the tests: a report problem is a warning line, never a traceback.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +50,30 @@ def check_paths(report: Path | None, plot: Path | None, plot_available: bool) ->
         raise pytest.UsageError(
             f"--tpu-report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
         )
+    for flag, path in (("--tpu-report", report), ("--tpu-report-plot", plot)):
+        problem = None if path is None else unwritable(path)
+        if problem is not None:
+            raise pytest.UsageError(f"{flag}={path}: {problem}")
+
+
+def unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written once the tests are done, or None when it can.
+
+    Checked at session start so that a typo costs a second, not the report of an hour's run.
+    Missing folders are fine (they are created), so the nearest existing one must be writable.
+    """
+    if path.is_dir():
+        return "is a directory"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "the file is not writable"
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
 
 
 class SummaryPlugin:

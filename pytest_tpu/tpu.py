@@ -8,13 +8,18 @@ process that is killed at ``--tpu-timeout``; only a TPU that answered there is i
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import glob
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +83,7 @@ def probe(target: TpuTarget, timeout: float) -> TpuProbe:
     refused = _unreachable(target.tpu, timeout)
     if refused:
         return TpuProbe(False, refused)
-    command = [sys.executable, "-m", "pytest_tpu.tpu", json.dumps(target.tpu)]
+    command = [sys.executable, "-m", "pytest_tpu.tpu", json.dumps(target.tpu), str(os.getpid())]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -145,5 +150,46 @@ def _child(tpu_json: str) -> None:
         print(json.dumps({"error": f"{type(exc).__name__}: {first[:300]}"}))
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In the probe child: end when the pytest that started it ends, however it ends.
+
+    A killed pytest (SIGKILL, or SIGTERM, which Python does not turn into cleanup) cannot end
+    its child, and a child stuck in TensorFlow's connect would run on for ever. Linux delivers
+    SIGKILL on the parent's death (``PR_SET_PDEATHSIG``); a watchdog thread covers other systems
+    and a parent that died before the request was made.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(70)  # nobody is left to read the answer
+
+
+def end_on_sigterm() -> None:
+    """SIGTERM ends the child even while TensorFlow blocks in C++ with its own SIGTERM handler
+    (a preemption notice it only logs): the signal stays blocked in every thread, so no handler
+    sees it, and one thread waits for it and exits."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on POSIX
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # inherited by later threads
+
+    def wait() -> None:
+        signal.sigwait({signal.SIGTERM})
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=wait, daemon=True).start()
+
+
 if __name__ == "__main__":
+    # Before TensorFlow is imported, so every thread it starts inherits the blocked SIGTERM.
+    end_on_sigterm()
+    die_with_parent(int(sys.argv[2]) if len(sys.argv) > 2 else os.getppid())
     _child(sys.argv[1])

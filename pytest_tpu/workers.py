@@ -54,6 +54,112 @@ def cluster_size(config: Mapping[str, Any]) -> int:
     return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
 
 
+def tf_config_problem(config: Any) -> str | None:
+    """What makes a parsed ``TF_CONFIG`` unusable, or None: checked before anything trusts it."""
+    if not isinstance(config, dict):
+        return "it is not a JSON object"
+    cluster = config.get("cluster")
+    if not isinstance(cluster, dict):
+        return "'cluster' is not an object of job names to address lists"
+    for job, addresses in cluster.items():
+        if not isinstance(addresses, list) or not all(_is_address(a) for a in addresses):
+            return f"cluster job {job!r} is not a list of 'host:port' addresses"
+    if not cluster.get("worker") and not cluster.get("chief"):
+        return "it names no 'worker' or 'chief' tasks"
+    return _task_problem(config.get("task"), cluster)
+
+
+def _task_problem(task: Any, cluster: Mapping[str, list[str]]) -> str | None:
+    if not isinstance(task, dict):
+        return "'task' is not an object with 'type' and 'index'"
+    kind, index = task.get("type"), task.get("index", 0)
+    if kind not in ("chief", "worker") or kind not in cluster:
+        # MultiWorkerMirroredStrategy runs on chief and worker tasks only (no ps, evaluator).
+        return f"task type {kind!r} is not 'chief' or 'worker' of the cluster"
+    if not isinstance(index, int) or isinstance(index, bool):
+        return f"task index {index!r} is not a whole number"
+    if not 0 <= index < len(cluster[kind]):
+        return f"task index {index} is outside job {kind!r} (it has {len(cluster[kind])} tasks)"
+    return None
+
+
+def _is_address(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    host, _, port = value.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+def task_addresses(config: Mapping[str, Any]) -> dict[str, str]:
+    """``"worker 1" -> "host:port"`` for every task that joins the collectives (chief, worker)."""
+    cluster = config.get("cluster", {})
+    return {
+        f"{job} {index}": str(address)
+        for job in ("chief", "worker")
+        for index, address in enumerate(cluster.get(job) or [])
+    }
+
+
+def wait_for_peers(
+    config: Mapping[str, Any], timeout: float, say: Callable[[str], None] = lambda _: None
+) -> dict[str, str]:
+    """Wait until every other task's port takes a TCP connection; the ones that never did.
+
+    TensorFlow's cluster set-up waits for missing peers forever, in C++, with SIGTERM caught as a
+    preemption notice: a stale ``TF_CONFIG`` would hang the session unkillably. This wait is in
+    Python, bounded, and interruptible. While it waits, this task's own port accepts connections,
+    so peers waiting the same way see each other instead of each waiting for the other's server.
+    """
+    task = config.get("task", {})
+    me = f"{task.get('type')} {task.get('index', 0)}"
+    addresses = task_addresses(config)
+    peers = {name: address for name, address in addresses.items() if name != me}
+    if not peers:
+        return {}
+    say(f"pytest-tpu: waiting up to {timeout:g}s for {_named(peers)} (TF_CONFIG)")
+    with _listening(addresses.get(me)):
+        deadline = time.monotonic() + timeout
+        missing = _unreachable(peers)
+        while missing and time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            missing = _unreachable({name: peers[name] for name in missing})
+    return missing
+
+
+def _named(peers: Mapping[str, str]) -> str:
+    return ", ".join(f"{name} at {address}" for name, address in peers.items())
+
+
+def _unreachable(peers: Mapping[str, str]) -> dict[str, str]:
+    """The peers whose port refuses or ignores a connection, each with the reason."""
+    out = {}
+    for name, address in peers.items():
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=2.0):
+                pass
+        except (OSError, ValueError) as exc:
+            out[name] = f"{address} ({getattr(exc, 'strerror', None) or exc})"
+    return out
+
+
+@contextlib.contextmanager
+def _listening(address: str | None) -> Iterator[None]:
+    """Listen on this task's port while waiting; closed before TensorFlow binds it."""
+    port = address.rpartition(":")[2] if address else ""
+    sock = socket.socket()
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("", int(port)))
+        sock.listen(16)
+    except (OSError, ValueError):
+        pass  # the port is taken or unnamed: TensorFlow will say so; peers just wait longer
+    try:
+        yield
+    finally:
+        sock.close()
+
+
 def is_chief(config: Mapping[str, Any]) -> bool:
     """TensorFlow's rule: the ``chief`` task, or worker 0 when the cluster has no chief."""
     task = config.get("task", {})

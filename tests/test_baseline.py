@@ -162,6 +162,7 @@ def good_document(tmp_path) -> dict:
         ('{"pytest_tpu": {"schema": "x"}, "benchmarks": []}', "unknown schema"),
         ('{"pytest_tpu": {"schema": 1}, "benchmarks": {}}', "'benchmarks' is not a list"),
         ('{"pytest_tpu": {"schema": 1}, "benchmarks": [NaN]}', "NaN"),
+        ('{"pytest_tpu": {"schema": 1, "schema": 2}, "benchmarks": []}', "'schema' appears twice"),
     ],
 )
 def test_bad_files_are_refused_by_name_and_left_alone(tmp_path, content, problem):
@@ -196,11 +197,38 @@ def mutate(tmp_path, change) -> Path:
         (lambda d: d["benchmarks"].append(d["benchmarks"][0]), "appears twice"),
         (lambda d: d["benchmarks"][0].pop("fullname"), "no valid 'fullname'"),
         (lambda d: d["benchmarks"][0].update(extra_info={"a": nested(20)}), "nested deeper"),
+        (lambda d: d["pytest_tpu"].update(left_out=None), "'left_out' is not a list"),
+        (lambda d: d["pytest_tpu"].update(left_out="abc"), "'left_out' is not a list"),
+        (lambda d: d["pytest_tpu"].update(left_out=["a\x1b[2Jb"]), "control characters"),
+        (
+            lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0]["raw"].__setitem__(1, 10**400),
+            "too large",
+        ),
+        (lambda d: d["benchmarks"][0]["extra_info"].update(metric="m", m=10**400), None),
+        (
+            lambda d: d["benchmarks"][0]["extra_info"].update(higher_is_better="no"),
+            "'higher_is_better' is not true or false",
+        ),
+        (lambda d: d["benchmarks"][0].update(fullname="t.py::a\x1b[31mred"), "control char"),
+        (lambda d: d["benchmarks"][0].update(fullname="t.py::a\rb"), "control char"),
+        (lambda d: d["benchmarks"][0].update(fullname="t.py::a\nb"), "control char"),
     ],
 )
 def test_bad_structures_are_refused(tmp_path, change, problem):
+    if problem is None:  # not refused, and no crash either: the value is simply not used
+        store.load(mutate(tmp_path, change))
+        return
     with pytest.raises(store.BaselineError, match=problem):
         store.load(mutate(tmp_path, change))
+
+
+def test_schema_2_samples_too_large_for_a_float_are_refused(tmp_path):
+    document = {
+        "pytest_tpu": {"schema": 2},
+        "benchmarks": [{"fullname": "t.py::a", "stats": {"data": [10**400]}}],
+    }
+    with pytest.raises(store.BaselineError, match="too large"):
+        store.load(write(tmp_path, json.dumps(document)))
 
 
 def test_absurd_sizes_are_refused(tmp_path, monkeypatch):

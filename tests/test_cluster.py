@@ -264,3 +264,163 @@ def test_skips_in_workers_reach_the_skip_summary(pytester: pytest.Pytester):
     result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-rs", timeout=300)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED * nothing to measure here"])
+
+
+NON_CHIEF_FAILURES = """
+import json, os
+
+def index():
+    return json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+
+def test_passes_everywhere():
+    pass
+
+def test_fails_on_worker_1():
+    assert index() != 1
+
+def test_crashes_worker_1():
+    if index() == 1:
+        os._exit(1)
+"""
+
+
+def test_failures_on_non_chief_workers_count(pytester: pytest.Pytester):
+    pytester.makepyfile(test_nc=NON_CHIEF_FAILURES)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-rf", timeout=300)
+    result.assert_outcomes(passed=1, failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*failed on worker 1 of 2; the chief (worker 0) passed*",
+            "pytest-tpu: worker 1 of 2 ended (exit code 1) before finishing this test; *",
+            "FAILED test_nc.py::test_fails_on_worker_1 - assert 1 != 1*",
+            "FAILED test_nc.py::test_crashes_worker_1 - pytest-tpu: worker 1 of 2 ended*",
+        ]
+    )
+    assert not [pid for pid in announced_pids(result.outlines) if alive(pid)]
+
+
+def test_merger_waits_for_every_worker_and_keeps_the_chief_order():
+    from pytest_tpu.merge import ReportMerger
+
+    def report(nodeid: str, when: str, outcome: str = "passed") -> dict[str, object]:
+        return {"nodeid": nodeid, "when": when, "outcome": outcome, "longrepr": None}
+
+    merger = ReportMerger(2)
+    for when in ("setup", "call", "teardown"):
+        merger.add(0, report("t::a", when))
+    assert merger.release() == []  # worker 1 has not finished t::a yet
+    merger.add(1, report("t::a", "setup", "failed"))
+    merger.add(1, report("t::a", "teardown"))
+    released = merger.release()
+    assert [(r["when"], r["outcome"]) for r in released] == [
+        ("setup", "failed"),
+        ("teardown", "passed"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "tf_config",
+    [
+        '{"cluster": []}',
+        '{"cluster": {"worker": null}, "task": {"type": "worker", "index": 0}}',
+        '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
+        '{"cluster": {"worker": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]}, '
+        '"task": {"type": "ps", "index": 0}}',
+        '{"cluster": {"worker": ["no-port"]}, "task": {"type": "worker", "index": 0}}',
+        "[1]",
+    ],
+    ids=["cluster-list", "worker-null", "index-outside", "ps-task", "no-port", "not-object"],
+)
+def test_unusable_tf_config_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tf_config: str
+):
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: TF_CONFIG cannot be used: *"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_tensorflow_refusing_the_cluster_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    config = {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
+    # Stands in for TensorFlow's own objections to a TF_CONFIG that looks valid.
+    pytester.makeconftest(
+        """
+        import tensorflow as tf
+
+        def refuse(*args, **kwargs):
+            raise ValueError("There is no id for task_type 'worker'\\nmore detail")
+
+        tf.distribute.MultiWorkerMirroredStrategy = refuse
+        """
+    )
+    pytester.makepyfile(test_x="def test_x(accelerator): pass\ndef test_y(accelerator): pass")
+    result = pytester.runpytest_subprocess(*PLUGIN, timeout=300)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: TF_CONFIG: TensorFlow cannot join this cluster: "
+            "ValueError: There is no id for task_type 'worker'"
+        ]
+    )
+    assert "error during collection" not in result.stdout.str()
+
+
+def stale_tf_config() -> str:
+    """Two workers, this one the chief; the other's port has nothing listening."""
+    ports = workers.free_ports(2)
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    return json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 0}})
+
+
+DEVICE_TEST = "def test_on_device(accelerator):\n    pass\n"
+
+
+def test_a_stale_tf_config_ends_the_session_instead_of_hanging(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TF_CONFIG", stale_tf_config())
+    monkeypatch.setenv(cluster.PEER_TIMEOUT_ENV, "3")
+    monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
+    pytester.makepyfile(test_dev=DEVICE_TEST)
+    # Without the bounded wait this run never ends: the timeout only detects that hang.
+    result = pytester.runpytest_subprocess(*PLUGIN, timeout=240)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["pytest-tpu: waiting up to 3s for worker 1 at 127.0.0.1:*"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: TF_CONFIG names a cluster whose other tasks did not answer within 3s: worker 1*"]
+    )
+
+
+def test_sigterm_ends_the_wait_for_a_stale_cluster(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TF_CONFIG", stale_tf_config())
+    monkeypatch.setenv(cluster.PEER_TIMEOUT_ENV, "600")
+    monkeypatch.delenv(cluster.PARENT_ENV, raising=False)
+    pytester.makepyfile(test_dev=DEVICE_TEST)
+    command = [sys.executable, "-m", "pytest", *PLUGIN, f"--basetemp={pytester.path / 'bt'}"]
+    session = pytester.popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
+    lines: list[str] = []
+    try:
+        assert session.stdout is not None
+        for raw in session.stdout:
+            lines.append(raw.decode(errors="replace"))
+            if "waiting up to" in lines[-1]:
+                break
+        session.send_signal(signal.SIGTERM)
+        rest, _ = session.communicate(timeout=120)  # detects a hang; asserts no duration
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.wait()
+    output = "".join(lines) + rest.decode(errors="replace")
+    assert session.returncode == pytest.ExitCode.INTERRUPTED, output

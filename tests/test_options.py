@@ -25,6 +25,13 @@ from pytest_tpu import options
         (["--tpu-workers=-2"], "*--tpu-workers*not a whole number of at least 1*"),
         (["--save-baseline=../up"], "*--save-baseline*not a valid baseline name*"),
         (["--compare=/etc/passwd"], "*--compare*not a valid baseline name*"),
+        (["--save-baseline=abc\n"], "*--save-baseline*not a valid baseline name*"),
+        (["--virtual-cpus=100000"], "*--virtual-cpus*more than 256: set-up grows with the square*"),
+        (
+            ["--tpu-workers=1000"],
+            "*--tpu-workers*more than 64: each worker is a whole TensorFlow process*",
+        ),
+        (["--tpu-timeout=1e300"], "*--tpu-timeout*more than 86400 seconds (a day)*"),
     ],
 )
 def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, args, message):
@@ -32,6 +39,11 @@ def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, args, mess
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def test_tpu_timeout_at_its_bound_is_accepted():
+    assert options.parse_tpu_timeout("86400") == 86400.0
+    assert options.parse_workers("64") == 64 and options.parse_virtual_cpus("256") == 256
 
 
 def test_environment_value_is_validated_and_named(pytester: pytest.Pytester, monkeypatch):

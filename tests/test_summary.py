@@ -160,6 +160,31 @@ def test_bad_report_suffix_is_a_usage_error_before_any_test(bench, option, expec
     result.stdout.no_fnmatch_line("*passed*")
 
 
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("--tpu-report=afile/out.md", "*--tpu-report=*out.md: *afile is not a directory"),
+        ("--tpu-report=adir.md", "*--tpu-report=*adir.md: is a directory"),
+        ("--report-plot=afile/deeper/out.svg", "*--report-plot=*out.svg: *afile is not a dir*"),
+    ],
+)
+def test_unwritable_report_path_is_a_usage_error_before_any_test(bench, option, expected):
+    (bench.path / "afile").write_text("a file, not a folder")
+    (bench.path / "adir.md").mkdir()
+    result = bench.runpytest("-p", "no:cacheprovider", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {expected}"])
+    result.stdout.no_fnmatch_line("*passed*")
+
+
+def test_a_read_only_folder_is_named(tmp_path, monkeypatch):
+    from pytest_tpu.summary import unwritable
+
+    # Running as root, permissions do not stop a write: ask os.access's answer directly.
+    monkeypatch.setattr("os.access", lambda path, mode: False)
+    assert unwritable(tmp_path / "new" / "out.md") == f"the folder {tmp_path} is not writable"
+
+
 def test_plot_without_matplotlib_names_the_extra(bench, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
     result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report-plot=out.png")

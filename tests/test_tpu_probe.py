@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
+from processes import alive
 
 from pytest_tpu import peaks, tpu
 
@@ -59,31 +65,46 @@ def test_known_gpus_have_a_peak_and_unknown_ones_none(name, matrix):
     assert peaks.gpu_peak("Imaginary GPU 9000") is None
 
 
-@pytest.fixture
-def silent_listener() -> Iterator[int]:
+class SilentServer:
     """A loopback port that accepts connections and never answers: a hung TPU worker."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
 
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port: int = self.server.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        self.server.settimeout(0.2)
+        while not self.stop.is_set():
             try:
-                held.append(server.accept()[0])
+                self.held.append(self.server.accept()[0])
             except OSError:
                 continue
 
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        for conn in self.held:
+            conn.close()
+        self.server.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[SilentServer]:
+    server = SilentServer()
+    yield server
     server.close()
+
+
+@pytest.fixture
+def silent_listener(silent_server: SilentServer) -> int:
+    """The port of a hung TPU worker."""
+    return silent_server.port
 
 
 def test_a_tpu_that_never_answers_ends_at_the_timeout(pytester, monkeypatch, silent_listener):
@@ -110,3 +131,65 @@ def test_a_tpu_address_that_refuses_is_reported_and_the_session_goes_on(pytester
     result.stdout.fnmatch_lines(
         [f"*tpu: none (no TPU: grpc://127.0.0.1:{port} cannot be reached (*refused*"]
     )
+
+
+def _probe_children(parent: int) -> list[int]:
+    """Pids of the TPU probe processes whose parent is ``parent``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"pytest_tpu.tpu" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def _wait_until(condition: Callable[[], bool], seconds: float = 120.0) -> bool:
+    """Poll ``condition``; the bound only turns a hang into a failure, it is not asserted."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize(
+    ("victim", "signum"),
+    [("pytest", signal.SIGTERM), ("pytest", signal.SIGKILL), ("probe", signal.SIGTERM)],
+    ids=["pytest-SIGTERM", "pytest-SIGKILL", "probe-SIGTERM"],
+)
+def test_the_probe_child_dies_with_pytest_and_on_sigterm(
+    pytester, monkeypatch, silent_server, victim, signum
+):
+    # The pre-check's own connection is the first; TensorFlow's connect makes the next ones.
+    monkeypatch.setenv("TPU_NAME", f"grpc://127.0.0.1:{silent_server.port}")
+    pytester.makepyfile(CPU_TEST)
+    command = [sys.executable, "-m", "pytest", "--tpu-timeout=600", "-p", "no:cacheprovider"]
+    session = pytester.popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+    )
+    children: list[int] = []
+    try:
+        assert _wait_until(lambda: bool(_probe_children(session.pid)))
+        children = _probe_children(session.pid)
+        # Signal once the child is inside TensorFlow's connect, where it used to hang for ever.
+        assert _wait_until(lambda: len(silent_server.held) >= 2)
+        time.sleep(2)
+        os.kill(session.pid if victim == "pytest" else children[0], signum)
+        assert _wait_until(lambda: not alive(children[0])), "the probe child outlived its end"
+    finally:
+        for pid in children:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if session.poll() is None:
+            session.kill()
+        session.wait()

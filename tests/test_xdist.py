@@ -4,6 +4,7 @@ and pytest-benchmark keeps its own behaviour (off under xdist) for every other b
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -83,3 +84,24 @@ def test_device_benchmark_json_is_complete_without_xdist(pytester: pytest.Pytest
     result.assert_outcomes(passed=4)
     data = json.loads((pytester.path / "b.json").read_text())
     assert len(data["benchmarks"]) == 4
+
+
+def test_a_file_where_the_lock_directory_goes_does_not_break_benchmarks(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    temp = pytester.path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    (temp / f"pytest-tpu-locks-{os.getuid()}").write_text("in the way")
+    pytester.makepyfile(
+        test_locked="""
+        def test_one(benchmark):
+            benchmark.pedantic(sum, (range(10),), rounds=2)
+
+        def test_two(benchmark):
+            benchmark.pedantic(sum, (range(10),), rounds=2)
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=2)
+    assert (temp / f"pytest-tpu-locks-{os.getuid()}-1").is_dir()

@@ -397,7 +397,7 @@ def _parse(path: Path) -> Any:
     if not raw.strip():
         raise BaselineError("the file is empty")
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        return json.loads(raw, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise BaselineError("the JSON is nested too deeply") from None
     except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
@@ -406,6 +406,16 @@ def _parse(path: Path) -> Any:
 
 def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not a number a baseline may hold")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are unique: with a duplicate, which value counts is a guess."""
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        document[key] = value
+    return document
 
 
 def _depth(value: Any) -> int:
@@ -471,7 +481,7 @@ def _baseline_from(path: Path, document: Any) -> Baseline:
             raise BaselineError(f"benchmark {side.nodeid!r} appears twice")
         sides[side.nodeid] = side
         raw[side.nodeid] = entry if schema >= 3 else _upgraded(entry, side)
-    left_out = [str(item) for item in section.get("left_out", []) if isinstance(item, str)]
+    left_out = _left_out(section)
     return Baseline(path=path, environment=environment, sides=sides, left_out=left_out, entries=raw)
 
 
@@ -489,6 +499,22 @@ def _upgraded(entry: dict[str, Any], side: Side) -> dict[str, Any]:
     }
 
 
+def _left_out(section: Mapping[str, Any]) -> list[str]:
+    """The node ids a baseline left out: a list of strings (a string is not a list of names)."""
+    left_out = section.get("left_out", [])
+    if not isinstance(left_out, list) or not all(isinstance(item, str) for item in left_out):
+        raise BaselineError("'left_out' is not a list of test names")
+    return [_printable(item, "'left_out'") for item in left_out]
+
+
+def _printable(text: str, where: str) -> str:
+    """``text`` unchanged if it holds no control characters (ANSI escapes, CR, LF), which
+    would redraw or break every table the name is printed in."""
+    if any(ord(char) < 32 or 127 <= ord(char) < 160 for char in text):
+        raise BaselineError(f"{where} holds control characters: {text[:200]!r}")
+    return text
+
+
 def _numbers(value: Any, where: str) -> tuple[float, ...]:
     if not isinstance(value, list):
         raise BaselineError(f"{where} is not a list of numbers")
@@ -497,7 +523,13 @@ def _numbers(value: Any, where: str) -> tuple[float, ...]:
     numbers = tuple(x for x in value if isinstance(x, int | float) and not isinstance(x, bool))
     if len(numbers) != len(value) or not all(0 < x < math.inf for x in numbers):
         raise BaselineError(f"{where} holds something other than positive durations")
-    return tuple(float(x) for x in numbers)
+    try:
+        floats = tuple(float(x) for x in numbers)
+    except OverflowError:  # an integer such as 10**400: JSON allows it, a float cannot hold it
+        raise BaselineError(f"{where} holds a number too large for a duration") from None
+    if not all(x < math.inf for x in floats):
+        raise BaselineError(f"{where} holds a number too large for a duration")
+    return floats
 
 
 def _side_from(entry: Any, index: int, environment: Mapping[str, Any], schema: int) -> Side:
@@ -507,6 +539,7 @@ def _side_from(entry: Any, index: int, environment: Mapping[str, Any], schema: i
     nodeid = entry.get("fullname")
     if not isinstance(nodeid, str) or not nodeid or len(nodeid) > 2000:
         raise BaselineError(f"{where} has no valid 'fullname'")
+    _printable(nodeid, f"{where}: 'fullname'")
     where = f"benchmark {nodeid!r}"
     stats, ours, extra = entry.get("stats"), entry.get(SECTION, {}), entry.get("extra_info", {})
     if not isinstance(stats, dict) or not isinstance(ours, dict) or not isinstance(extra, dict):
@@ -515,6 +548,8 @@ def _side_from(entry: Any, index: int, environment: Mapping[str, Any], schema: i
     bench_env = ours.get("environment", {})
     if not isinstance(bench_env, dict):
         raise BaselineError(f"{where}: environment is not an object")
+    if not isinstance(extra.get("higher_is_better", False), bool):  # "no" is not false
+        raise BaselineError(f"{where}: 'higher_is_better' is not true or false")
     return _side(nodeid, runs, extra, {**environment, **bench_env})
 
 
@@ -532,6 +567,8 @@ def _runs(
             return tuple(RunSummary.from_json(run) for run in history)
         except ValueError as exc:
             raise BaselineError(f"{where}: history: {exc}") from None
+        except OverflowError:  # an integer such as 10**400: JSON allows it, a float cannot
+            raise BaselineError(f"{where}: history holds a number too large for a float") from None
     samples = _numbers(stats.get("data"), f"{where}: stats.data")
     if not samples:
         raise BaselineError(f"{where} has no samples")
@@ -541,6 +578,14 @@ def _runs(
     if run is None:
         raise BaselineError(f"{where} has no samples")
     return (run,)
+
+
+def _finite(value: float) -> bool:
+    """A number a float can hold (JSON integers such as 10**400 cannot be)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _interleaved_entry(
@@ -567,7 +612,7 @@ def _side(
 ) -> Side:
     metric = str(extra.get("metric", "time"))
     value = extra.get(metric)
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not isinstance(value, int | float) or isinstance(value, bool) or not _finite(value):
         value = math.exp(runs[-1].raw.log)
     return Side(
         nodeid=nodeid,
