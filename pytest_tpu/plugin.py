@@ -116,6 +116,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("accelerator", kinds, ids=kinds, indirect=True)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test the marker alone parametrized sets the device up too (so a missing one skips).
+
+    pytest prunes a fixture the test does not name from its closure after parametrization;
+    the device fixture goes back in, before any setup.
+    """
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        fixturenames = getattr(item, "fixturenames", None)
+        if callspec is None or fixturenames is None or "accelerator" in fixturenames:
+            continue
+        if "accelerator" in callspec.params and item.get_closest_marker("accelerators"):
+            fixturenames.append("accelerator")
+
+
 def pytest_report_collectionfinish(
     config: pytest.Config, items: Sequence[pytest.Item]
 ) -> str | None:

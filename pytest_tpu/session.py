@@ -6,6 +6,8 @@ and devices are discovered the first time a fixture needs one.
 
 from __future__ import annotations
 
+import glob
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -73,8 +75,17 @@ class DeviceSession:
 
     def kinds_for(self, wanted: tuple[str, ...]) -> list[str]:
         """The kinds a test is parametrized over: those ``--accelerator`` selects among
-        ``wanted``. Decided from the options alone, so collection touches no device."""
-        return [kind for kind in self.settings.accelerator.kinds if kind in wanted]
+        ``wanted``. Decided from the options and the device files alone, so collection
+        imports no TensorFlow and touches no device.
+
+        ``auto`` keeps the kinds whose device files or variables are there (a CPU-only machine
+        gets no GPU and TPU skips); when none of the wanted kinds is, they all stay, to be
+        skipped at setup with the reason.
+        """
+        chosen = [kind for kind in self.settings.accelerator.kinds if kind in wanted]
+        if self.settings.accelerator.mode != "auto":
+            return chosen
+        return [kind for kind in chosen if looks_present(kind)] or chosen
 
     def missing_explicit(self) -> list[str]:
         """Kinds named explicitly in --accelerator that are not present, with reasons."""
@@ -88,3 +99,20 @@ class DeviceSession:
 
 
 session_key = pytest.StashKey[DeviceSession]()
+
+# What a machine with such a device shows without any library loaded: its device files (NVIDIA's
+# driver, AMD's ROCm, a TPU VM's accelerators) or the variables that name a remote TPU.
+_DEVICE_FILES = {
+    "gpu": ("/dev/nvidia[0-9]*", "/dev/kfd"),
+    "tpu": ("/dev/accel*", "/dev/vfio/[0-9]*"),
+}
+_DEVICE_ENV = {"tpu": ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS")}
+
+
+def looks_present(kind: str) -> bool:
+    """Whether a device of ``kind`` may be here (discovery at setup has the last word)."""
+    if kind == "cpu":
+        return True
+    if any(os.environ.get(name) for name in _DEVICE_ENV.get(kind, ())):
+        return True
+    return any(glob.glob(pattern) for pattern in _DEVICE_FILES.get(kind, ()))

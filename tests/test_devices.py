@@ -52,7 +52,7 @@ def test_explicit_missing_kind_is_a_usage_error_saying_why(pytester: pytest.Pyte
     pytester.makepyfile(TRAIN_STEP)
     result = pytester.runpytest_subprocess("--accelerator=tpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
+    result.stdout.fnmatch_lines(
         ["*--accelerator asked for devices that are not present: tpu: no TPU*"]
     )
 

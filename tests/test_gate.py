@@ -117,16 +117,22 @@ def test_fail_on_regression_without_compare_says_so(pytester):
     result.stderr.fnmatch_lines(["*--fail-on-regression needs something to compare with*"])
 
 
+DEVICE_BENCH = """
+def test_work(benchmark, accelerator):
+    benchmark.pedantic(sum, (range(2000),), rounds=10)
+"""
+
+
 def test_xdist_workers_results_end_up_in_one_baseline(pytester):
-    bench(pytester)
-    bench(pytester, name="test_more")
-    result = pytester.runpytest_subprocess(*FAST, "-n", "2", "--save-baseline=main")
+    pytester.makepyfile(test_bench=DEVICE_BENCH, test_more=DEVICE_BENCH)
+    args = (*FAST, "-n", "2", "--accelerator=cpu", "--save-baseline=main")
+    result = pytester.runpytest_subprocess(*args, timeout=300)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["saved baseline 'main': 2 benchmarks in *"])
     document = json.loads(baseline_file(pytester).read_text())
     assert sorted(b["fullname"] for b in document["benchmarks"]) == [
-        "test_bench.py::test_work",
-        "test_more.py::test_work",
+        "test_bench.py::test_work[cpu]",
+        "test_more.py::test_work[cpu]",
     ]
     assert all(b["pytest_tpu"]["history"][0]["calibrated"] for b in document["benchmarks"])
 

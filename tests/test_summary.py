@@ -165,7 +165,10 @@ def test_bad_report_suffix_is_a_usage_error_before_any_test(bench, option, expec
     [
         ("--tpu-report=afile/out.md", "*--tpu-report=*out.md: *afile is not a directory"),
         ("--tpu-report=adir.md", "*--tpu-report=*adir.md: is a directory"),
-        ("--report-plot=afile/deeper/out.svg", "*--report-plot=*out.svg: *afile is not a dir*"),
+        (
+            "--tpu-report-plot=afile/deeper/out.svg",
+            "*--tpu-report-plot=*out.svg: *afile is not a dir*",
+        ),
     ],
 )
 def test_unwritable_report_path_is_a_usage_error_before_any_test(bench, option, expected):

@@ -32,7 +32,8 @@ ARMS = (0.0, 0.05, 0.10)
 COPIES = ("a", "b", "c")
 ROW_RE = re.compile(r"^  (\S+::test_\w+\[\w+-[abc]\]): (\w+) time")
 OURS_FAIL_RE = re.compile(r"^REGRESSION (\S+): ")
-THEIRS_FAIL_RE = re.compile(r"^\s+(\S+::test_\w+\[\w+-[abc]\]) \(\d+_\w+\) - Field")
+# pytest-benchmark names a failing benchmark by its test name, without the file.
+THEIRS_FAIL_RE = re.compile(r"^\s+(test_\w+\[\w+-[abc]\]) \(\d+_\w+\) - Field")
 DETECT_RE = re.compile(r"catches 4 times in 5 is ([\d.]+|no estimate)")
 
 
@@ -85,7 +86,7 @@ def parse(out: str, arms: dict[str, float]) -> list[dict[str, object]]:
                 "arm": arms[copy],
                 "verdict": verdict,
                 "ours_failed": nodeid in ours_failed,
-                "theirs_failed": nodeid in theirs,
+                "theirs_failed": nodeid.partition("::")[2] in theirs,
                 "detectable": detect.group(1) if detect else None,
                 "line": line.strip(),
             }
@@ -117,8 +118,7 @@ def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[s
             ],
         )
         found = parse(out, arms)
-        if len(found) != 24:
-            (work / f"session-{index}.log").write_text(out)
+        (work / f"session-{index:02d}.log").write_text(out)
         for record in found:
             record.update(condition=name, session=index)
         records += found

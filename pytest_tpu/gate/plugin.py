@@ -302,7 +302,10 @@ class GatePlugin:
     def _save(self, session: pytest.Session, results: Any) -> None:
         name = self.settings.save_baseline or ""
         if not results.passed:
-            self.lines.append(f"no benchmark passed: baseline {name!r} NOT saved")
+            self.lines.append(
+                f"no benchmark was measured: baseline {name!r} NOT saved (under pytest-xdist "
+                "only device benchmarks, those using `accelerator`, are measured)"
+            )
             self._save_failed(session)
             return
         directory = self.settings.baseline_dir

@@ -370,3 +370,12 @@ def paired_change(differences: Sequence[float]) -> Change | None:
         return _unknown(delta, noise)
     blocks = [_trimmed(block) for block in _blocks(differences, count)]
     return _from(delta, _sd(blocks) / math.sqrt(count), count - 1, noise)
+
+
+def widened(found: Change, extra_sd: float, why: str) -> Change:
+    """``found`` with one more independent source of uncertainty (a log-scale SD) added."""
+    if extra_sd <= 0 or not math.isfinite(found.se):
+        return found
+    se = math.hypot(found.se, extra_sd)
+    noise = Noise(0.0, found.df, f"{found.source}; {why}", found.measured)
+    return _from(found.log, se, found.df, noise)
