@@ -16,7 +16,7 @@ from pytest_tpu.results import (
     result_from_item,
     results_key,
 )
-from pytest_tpu.session import DeviceSession, session_key
+from pytest_tpu.session import DeviceSession, header_shown_key, session_key
 
 MARKER = (
     "accelerators(*kinds): run this test once per named device kind "
@@ -53,10 +53,12 @@ def _enable_benchmarks_on_xdist_worker(config: pytest.Config) -> None:
 
 def _register_features(config: pytest.Config) -> None:
     """Register each optional feature's plugin object only when its options ask for it."""
+    from pytest_tpu.measure import MeasurePlugin
     from pytest_tpu.summary import SummaryPlugin
 
     settings = config.stash[session_key].settings
     config.pluginmanager.register(SummaryPlugin(config), "pytest-tpu-summary")
+    config.pluginmanager.register(MeasurePlugin(config), "pytest-tpu-measure")
     gate_wanted = (
         settings.save_baseline,
         settings.compare,
@@ -123,7 +125,10 @@ def pytest_collection_modifyitems(config: pytest.Config) -> None:
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     """The devices line, once discovery has happened (never forces it)."""
     state = config.stash[session_key]
-    return state.inventory().header_line() if state.discovered else None
+    if not state.discovered:
+        return None
+    config.stash[header_shown_key] = True
+    return state.inventory().header_line()
 
 
 @pytest.fixture

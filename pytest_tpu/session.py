@@ -67,3 +67,6 @@ class DeviceSession:
 
 
 session_key = pytest.StashKey[DeviceSession]()
+# Set once the devices line (with the reasons for missing devices) was in the header, so the
+# summary does not repeat it.
+header_shown_key = pytest.StashKey[bool]()

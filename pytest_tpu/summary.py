@@ -17,7 +17,7 @@ import pytest
 
 from pytest_tpu.options import Settings
 from pytest_tpu.results import results_key
-from pytest_tpu.session import session_key
+from pytest_tpu.session import header_shown_key, session_key
 
 if TYPE_CHECKING:
     from pytest_tpu.gate.compare import Row
@@ -78,11 +78,14 @@ class SummaryPlugin:
     def _tables(self) -> list[WorkloadTable]:
         from pytest_tpu.report import build_tables
 
-        state = self.config.stash[session_key]
-        # Name missing devices only if discovery already ran: never probe for a summary.
-        missing = dict(state.inventory().missing) if state.discovered else {}
         results = self.config.stash[results_key].results
-        return build_tables(results, self._settings().speedup_reference, missing)
+        return build_tables(results, self._settings().speedup_reference)
+
+    def _missing(self) -> dict[str, str]:
+        """Devices missing from this machine, with reasons; only if discovery already ran:
+        never probe for a summary."""
+        state = self.config.stash[session_key]
+        return dict(state.inventory().missing) if state.discovered else {}
 
     def _comparison(self) -> list[ComparisonRow] | None:
         rows = self.config.stash.get(comparison_key, None)
@@ -102,9 +105,10 @@ class SummaryPlugin:
         tables, comparison = self._tables(), self._comparison()
         if settings.report is not None:
             scaling = _scaling_rows(self.config)
+            missing = self._missing()
             self._write(
                 settings.report,
-                lambda p: _write_report(p, tables, comparison, settings.compare, scaling),
+                lambda p: _write_report(p, tables, comparison, settings.compare, scaling, missing),
             )
         if settings.report_plot is not None:
             self._write(settings.report_plot, lambda p: _write_plot(p, tables, comparison))
@@ -134,7 +138,11 @@ class SummaryPlugin:
     def _print(self, tr: pytest.TerminalReporter) -> None:
         from pytest_tpu import report
 
-        for table in self._tables():
+        tables = self._tables()
+        missing = report.missing_line(self._missing())
+        if tables and missing and not self.config.stash.get(header_shown_key, False):
+            tr.write_line(missing, yellow=True)  # once per session, not under every table
+        for table in tables:
             tr.write_sep("-", table.title)
             _lines(tr, report.speedup_table(table))
             for note in report.table_notes(table):
@@ -219,16 +227,17 @@ def _write_report(
     comparison: list[ComparisonRow] | None,
     baseline: str | None,
     scaling_rows: list[ScalingRow],
+    missing: dict[str, str],
 ) -> None:
     from pytest_tpu import report, scaling
 
     if path.suffix.lower() == ".json":
-        data = report.to_json(tables, comparison, baseline)
+        data = report.to_json(tables, comparison, baseline, missing)
         if scaling_rows:
             data["scaling"] = scaling.to_dicts(scaling_rows)
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     else:
-        text = report.to_markdown(tables, comparison, baseline)
+        text = report.to_markdown(tables, comparison, baseline, missing)
         if scaling_rows:
             text = text.rstrip("\n") + "\n\n" + scaling.to_markdown(scaling_rows)
     path.write_text(text, encoding="utf-8")
