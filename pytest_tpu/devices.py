@@ -72,16 +72,32 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-def discover(virtual_cpus: int | None, tpu_timeout: float) -> Inventory:
-    """Find every device; ``virtual_cpus`` splits the CPU before TensorFlow initialises."""
+def discover(virtual_cpus: int | None, tpu_timeout: float, threads: int | None = None) -> Inventory:
+    """Find every device; ``virtual_cpus`` splits the CPU and ``threads`` sizes the thread
+    pools, both before TensorFlow initialises."""
     import tensorflow as tf
 
     inventory = Inventory()
+    _set_threads(tf, threads)
     _split_cpu(tf, virtual_cpus)
     _find_tpu(inventory, tpu_timeout)
     _find_gpus(tf, inventory)
     _find_cpu(tf, inventory)
     return inventory
+
+
+def _set_threads(tf: Any, threads: int | None) -> None:
+    if not threads:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as exc:
+        raise RuntimeError(
+            f"--tpu-threads={threads}: TensorFlow was already initialised, so its thread pools "
+            f"can no longer be sized ({exc}). Avoid running TensorFlow ops at import time, or "
+            "set TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS in the environment."
+        ) from exc
 
 
 def _split_cpu(tf: Any, virtual_cpus: int | None) -> None:

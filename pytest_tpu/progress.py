@@ -93,7 +93,7 @@ class Progress:
         total = self.total
         if total is None:
             return f"{self.label}: call {self.done}, {format_seconds(elapsed)}"
-        if self.done < self.warmup:
+        if self.done <= self.warmup:
             where = f"warm-up {self.done}/{self.warmup}"
         else:
             where = f"round {self.done - self.warmup}/{self.rounds}"

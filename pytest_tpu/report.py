@@ -187,7 +187,7 @@ def build_tables(results: Iterable[BenchResult], reference: str = "cpu") -> list
     groups: dict[tuple[str, str], list[BenchResult]] = {}
     for result in results:
         groups.setdefault((workload_of(result), result.metric), []).append(result)
-    all_kinds = sorted({r.kind for rs in groups.values() for r in rs}, key=kind_sort_key)
+    all_kinds = sorted({r.kind for rs in groups.values() for r in rs if r.kind}, key=kind_sort_key)
     tables = []
     for (workload, _), members in groups.items():
         table = _build_table(workload, members, reference)

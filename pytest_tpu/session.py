@@ -27,7 +27,10 @@ class DeviceSession:
     def inventory(self) -> Inventory:
         """Discover devices the first time they are needed, then reuse the answer."""
         if self._inventory is None:
-            self._inventory = discover(self.settings.virtual_cpus, self.settings.tpu_timeout)
+            settings = self.settings
+            self._inventory = discover(
+                settings.virtual_cpus, settings.tpu_timeout, settings.tpu_threads
+            )
         return self._inventory
 
     def accelerator(self, kind: str) -> Accelerator:
