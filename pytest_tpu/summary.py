@@ -186,13 +186,17 @@ def from_gate_row(row: Row) -> ComparisonRow:
         return None if value is None else value * 100
 
     verdict = row.verdict if row.status == "compared" and row.verdict else row.status
-    note = row.reason
+    notes = [row.reason] if row.reason else []
     if row.status == "failed":
-        verdict, note = "missing", "failed in this run, so not compared"
+        verdict, notes = "missing", ["failed in this run, so not compared"]
     elif row.regression:
-        note = f"regression beyond the threshold ({(row.confidence or 0) * 100:.1f}% sure)"
-    elif row.status == "compared" and not row.calibrated:
-        note = note or "not calibrated: decided on raw round times"
+        notes = [f"regression beyond the threshold ({(row.confidence or 0) * 100:.1f}% sure)"]
+    if row.status == "compared":
+        # What the gate's own lines used to repeat per benchmark, said once here.
+        notes += [] if row.calibrated else ["not calibrated: decided on raw round times"]
+        notes += [f"machine {row.machine:+.1%} vs baseline"] if row.machine is not None else []
+        notes += ["[forced] environments differ"] if row.forced else []
+    note = "; ".join(notes)
     return ComparisonRow(
         name=row.nodeid,
         kind=kind_of(row.nodeid),
