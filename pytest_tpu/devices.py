@@ -26,6 +26,7 @@ class Device:
     replicas: tuple[str, ...]  # TensorFlow device strings, one per replica
     details: dict[str, str] = field(default_factory=dict)
     peak: peaks.Peak | None = None
+    peak_source: str | None = None  # how ``peak`` was found (a datasheet, /proc/cpuinfo)
 
     def describe(self) -> str:
         extra = ", ".join(f"{key} {value}" for key, value in self.details.items())
@@ -120,7 +121,13 @@ def _split_cpu(tf: Any, virtual_cpus: int | None) -> None:
 def _find_cpu(tf: Any, inventory: Inventory) -> None:
     names = local_devices(device.name for device in tf.config.list_logical_devices("CPU"))
     details = {"cores": str(cpu_cores())}
-    inventory.devices["cpu"] = Device("cpu", cpu_model(), names or ("/device:CPU:0",), details)
+    from pytest_tpu.flops import cpu_peak
+
+    found = cpu_peak()
+    peak = peaks.Peak(found.flops * found.bfloat16_factor, found.flops) if found else None
+    source = found.source if found else None
+    replicas = names or ("/device:CPU:0",)
+    inventory.devices["cpu"] = Device("cpu", cpu_model(), replicas, details, peak, source)
 
 
 def local_devices(names: Iterable[str], tf_config: str | None = None) -> tuple[str, ...]:
@@ -158,7 +165,7 @@ def _find_gpus(tf: Any, inventory: Inventory) -> None:
     peak = peaks.gpu_peak(name)
     if peak is not None:
         peak = peaks.Peak(peak.matrix * len(logical), peak.float32 * len(logical))
-    inventory.devices["gpu"] = Device("gpu", name, logical, details, peak)
+    inventory.devices["gpu"] = Device("gpu", name, logical, details, peak, "vendor datasheet")
 
 
 def _why_no_gpu(tf: Any) -> str:
@@ -188,4 +195,6 @@ def _find_tpu(inventory: Inventory, timeout: float) -> None:
         peaks.tpu_peak(outcome.accelerator_type, len(names)) if outcome.accelerator_type else None
     )
     name = f"TPU {kind}" if outcome.accelerator_type else "TPU"
-    inventory.devices["tpu"] = Device("tpu", name, names, {"via": target.source}, peak)
+    inventory.devices["tpu"] = Device(
+        "tpu", name, names, {"via": target.source}, peak, "vendor datasheet"
+    )
