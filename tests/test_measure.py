@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pytest_tpu import memory, progress, session
+from pytest_tpu import flops, memory, progress, session
 from pytest_tpu.devices import Device, Inventory
 from pytest_tpu.progress import Progress
 
@@ -176,3 +176,40 @@ def test_tpu_threads_sizes_tensorflows_pools_before_first_use(pytester: pytest.P
     pytester.makeini("[pytest]\ntpu_threads = 1\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--accelerator=cpu")
     result.assert_outcomes(passed=1)
+
+
+# ---------------------------------------------------------------- FLOPs and peaks
+
+CPUINFO = "processor\t: 0\ncpu MHz\t\t: 2500.000\nflags\t\t: fpu sse2 avx avx2 fma avx512f\n"
+
+
+def test_cpu_peak_from_cpuinfo_names_its_source() -> None:
+    peak = flops.cpu_peak(CPUINFO, cores=2)
+    assert peak is not None
+    assert peak.flops == pytest.approx(2 * 2.5e9 * 64)  # 16 lanes x FMA (2) x 2 units
+    assert peak.source.startswith("cpuinfo: 2 cores x 2.50 GHz x 64 FLOP/cycle (avx512f, fma)")
+    assert flops.flops_per_cycle({"avx2", "fma"}) == 32
+    assert flops.cpu_peak("no flags here", cores=1) is None
+
+
+def test_a_result_above_the_peak_is_flagged_not_reported() -> None:
+    fine = flops.utilisation(1e12, 10.0, peak=1e12, peak_source="test")
+    assert fine.achieved_tflops == pytest.approx(0.1)
+    assert fine.pct_peak == pytest.approx(10.0)
+    impossible = flops.utilisation(1e12, 0.1, peak=1e12, peak_source="test").extra_info()
+    assert impossible["achieved_tflops"] is None and impossible["pct_peak"] is None
+    assert "impossible" in str(impossible["flops_warning"])
+
+
+def test_count_flops_of_a_function_and_refusal_of_loops() -> None:
+    tf = pytest.importorskip("tensorflow")
+    x = tf.zeros((64, 64))
+    assert flops.count_flops(lambda a: tf.matmul(a, a), x) == 2 * 64**3
+
+    def looped(a: object) -> object:
+        for _ in tf.range(3):
+            a = tf.matmul(a, a)
+        return a
+
+    with pytest.raises(ValueError, match="loop"):
+        flops.count_flops(tf.function(looped), x)
