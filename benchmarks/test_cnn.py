@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_tpu import device_utilisation
 from pytest_tpu.timing import SyncedRounds, median
 from pytest_tpu.workloads import CnnEpochs, default_jit_compile
 from pytest_tpu.workloads.sizes import CNN_BATCHES
@@ -21,7 +22,9 @@ def test_cnn_epoch(
     # No extra warm-up round: an epoch is long enough that the first one absorbs start-up.
     benchmark.pedantic(runner, rounds=sizes.cnn.rounds, warmup_rounds=0)
 
-    figures = epochs.figures(median(runner.steady(sizes.cnn.rounds)))
+    epoch_s = median(runner.steady(sizes.cnn.rounds))
+    figures = epochs.figures(epoch_s)
+    flops = device_utilisation(epochs.step_flops(), epoch_s / epochs.steps, accelerator)
     record(
         metric="epoch_s",
         unit="s",
@@ -33,4 +36,5 @@ def test_cnn_epoch(
         first_epoch_s=runner.cold_s,
         jit_compile=jit,
         **figures,
+        **flops.extra_info(),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tpu import selected_workload_size
+from pytest_tpu import device_utilisation, selected_workload_size
 from pytest_tpu.timing import SyncedRounds, median
 from pytest_tpu.workloads import MatmulChain, chain_steps, default_jit_compile, sizes_for, tflops
 from pytest_tpu.workloads.sizes import MATMUL_DTYPES
@@ -28,7 +28,6 @@ def test_matmul(benchmark, accelerator, tpu_strategy, sizes, record, progress, n
 
     seconds = median(runner.steady(spec.rounds))
     rate = tflops(n, steps, chain.replicas, seconds)
-    peak = accelerator.peak_flops_for(dtype)
     record(
         metric="tflops",
         unit="TFLOP/s",
@@ -38,7 +37,8 @@ def test_matmul(benchmark, accelerator, tpu_strategy, sizes, record, progress, n
         steps=steps,
         tflops=rate,
         cold_s=runner.cold_s,
-        pct_peak=100.0 * rate * 1e12 / peak if peak else None,
         jit_compile=jit,
+        # flops_per_step, achieved_tflops, pct_peak, peak_tflops, peak_source (per call)
+        **device_utilisation(chain.flops, seconds, accelerator, dtype).extra_info(),
     )
     progress(f"matmul n={n} {dtype}: {rate:.3f} TFLOP/s, cold {runner.cold_s:.2f} s")

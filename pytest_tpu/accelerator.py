@@ -40,6 +40,11 @@ class Accelerator:
         """Vendor peak FLOP/s of the whole device in its fastest matrix dtype; None if unknown."""
         return self.device.peak.matrix if self.device.peak else None
 
+    @property
+    def peak_source(self) -> str | None:
+        """Where the peak comes from: "vendor datasheet", or the CPU's /proc/cpuinfo figures."""
+        return self.device.peak_source
+
     def peak_flops_for(self, dtype: str) -> float | None:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", "float16"); None if unknown."""
         if self.device.peak is None:

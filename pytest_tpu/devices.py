@@ -26,6 +26,7 @@ class Device:
     replicas: tuple[str, ...]  # TensorFlow device strings, one per replica
     details: dict[str, str] = field(default_factory=dict)
     peak: peaks.Peak | None = None
+    peak_source: str | None = None  # how ``peak`` was found (a datasheet, /proc/cpuinfo)
 
     def describe(self) -> str:
         extra = ", ".join(f"{key} {value}" for key, value in self.details.items())
@@ -72,8 +73,9 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-def discover(virtual_cpus: int | None, tpu_timeout: float) -> Inventory:
-    """Find every device; ``virtual_cpus`` splits the CPU before TensorFlow initialises."""
+def discover(virtual_cpus: int | None, tpu_timeout: float, threads: int | None = None) -> Inventory:
+    """Find every device; ``virtual_cpus`` splits the CPU and ``threads`` sizes the thread
+    pools, both before TensorFlow initialises."""
     try:
         import tensorflow as tf
     except ImportError as exc:
@@ -81,11 +83,26 @@ def discover(virtual_cpus: int | None, tpu_timeout: float) -> Inventory:
         reason = f"TensorFlow is not installed ({exc}); install one extra: cpu, gpu or tpu"
         return Inventory(missing=dict.fromkeys(KINDS, reason))
     inventory = Inventory()
+    _set_threads(tf, threads)
     _split_cpu(tf, virtual_cpus)
     _find_tpu(inventory, tpu_timeout)
     _find_gpus(tf, inventory)
     _find_cpu(tf, inventory)
     return inventory
+
+
+def _set_threads(tf: Any, threads: int | None) -> None:
+    if not threads:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as exc:
+        raise RuntimeError(
+            f"--tpu-threads={threads}: TensorFlow was already initialised, so its thread pools "
+            f"can no longer be sized ({exc}). Avoid running TensorFlow ops at import time, or "
+            "set TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS in the environment."
+        ) from exc
 
 
 def _split_cpu(tf: Any, virtual_cpus: int | None) -> None:
@@ -108,7 +125,13 @@ def _split_cpu(tf: Any, virtual_cpus: int | None) -> None:
 def _find_cpu(tf: Any, inventory: Inventory) -> None:
     names = local_devices(device.name for device in tf.config.list_logical_devices("CPU"))
     details = {"cores": str(cpu_cores())}
-    inventory.devices["cpu"] = Device("cpu", cpu_model(), names or ("/device:CPU:0",), details)
+    from pytest_tpu.flops import cpu_peak
+
+    found = cpu_peak()
+    peak = peaks.Peak(found.flops * found.bfloat16_factor, found.flops) if found else None
+    source = found.source if found else None
+    replicas = names or ("/device:CPU:0",)
+    inventory.devices["cpu"] = Device("cpu", cpu_model(), replicas, details, peak, source)
 
 
 def local_devices(names: Iterable[str], tf_config: str | None = None) -> tuple[str, ...]:
@@ -146,7 +169,7 @@ def _find_gpus(tf: Any, inventory: Inventory) -> None:
     peak = peaks.gpu_peak(name)
     if peak is not None:
         peak = peaks.Peak(peak.matrix * len(logical), peak.float32 * len(logical))
-    inventory.devices["gpu"] = Device("gpu", name, logical, details, peak)
+    inventory.devices["gpu"] = Device("gpu", name, logical, details, peak, "vendor datasheet")
 
 
 def _why_no_gpu(tf: Any) -> str:
@@ -176,4 +199,6 @@ def _find_tpu(inventory: Inventory, timeout: float) -> None:
         peaks.tpu_peak(outcome.accelerator_type, len(names)) if outcome.accelerator_type else None
     )
     name = f"TPU {kind}" if outcome.accelerator_type else "TPU"
-    inventory.devices["tpu"] = Device("tpu", name, names, {"via": target.source}, peak)
+    inventory.devices["tpu"] = Device(
+        "tpu", name, names, {"via": target.source}, peak, "vendor datasheet"
+    )

@@ -247,6 +247,16 @@ def add_options(parser: pytest.Parser) -> None:
     _add(
         group,
         parser,
+        "--tpu-threads",
+        "Size of TensorFlow's intra-op and inter-op thread pools, set before TensorFlow "
+        "first runs (1: one thread, for CPU-time measurements on shared machines; "
+        "default: TensorFlow's choice, one per core).",
+        type=parse_positive_int,
+        metavar="N",
+    )
+    _add(
+        group,
+        parser,
         ("--tpu-workload-size", "--workload-size"),
         "Size of the benchmark workloads: smoke, default or full (the published sizes).",
         type=parse_choice(WORKLOAD_SIZES),
@@ -438,6 +448,7 @@ class Settings:
     report_plot: Path | None
     workers: int | None
     profile_regressions: Path | None
+    tpu_threads: int | None = None
 
 
 def _path(config: pytest.Config, name: str) -> Path | None:
@@ -490,6 +501,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         report_plot=_path(config, "tpu_report_plot"),
         workers=resolve(config, "tpu_workers", parse_workers, None),
         profile_regressions=_path(config, "tpu_profile_regressions"),
+        tpu_threads=resolve(config, "tpu_threads", parse_positive_int, None),
     )
 
 

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tpu import units
-from pytest_tpu.report import ComparisonRow, WorkloadTable, sort_comparison
+from pytest_tpu.report import (
+    MEMORY_FIELD,
+    ComparisonRow,
+    Row,
+    WorkloadTable,
+    format_bytes,
+    sort_comparison,
+)
 
 SUFFIXES = (".png", ".svg")
 INSTALL_HINT = "pip install 'pytest-tpu[plot]'"
@@ -42,7 +49,7 @@ def draw(
     matplotlib.use("Agg")  # no display on CI machines; must precede pyplot
     import matplotlib.pyplot as plt
 
-    panels: list[tuple[int, Any]] = [(_bar_count(t), t) for t in tables]
+    panels: list[tuple[int, Any]] = [(_bar_count(t), t) for t in panel_tables(tables)]
     if comparison:
         panels.append((len(comparison), list(comparison)))
     if not panels:
@@ -68,6 +75,48 @@ def draw(
     plt.close(fig)
 
 
+def panel_tables(tables: Sequence[WorkloadTable]) -> list[WorkloadTable]:
+    """The tables to draw, one panel each.
+
+    With several devices, one panel per workload (its bars compare the devices). With one
+    device there is nothing to compare within a workload, and a workload with one
+    configuration would be a panel of one bar: workloads sharing a unit family and direction
+    (times, FLOP/s) share a panel instead, each row labelled with its workload.
+    """
+    kinds = {kind for table in tables for kind in table.kinds}
+    if len(kinds) > 1 or len(tables) < 2:
+        return list(tables)
+    groups: dict[tuple[str, bool], list[WorkloadTable]] = {}
+    for table in tables:
+        groups.setdefault((units.to_base(table.unit)[0], table.higher_is_better), []).append(table)
+    return [_merged(group) if len(group) > 1 else group[0] for group in groups.values()]
+
+
+def _merged(group: list[WorkloadTable]) -> WorkloadTable:
+    """Tables of one unit family as one, values in the family's base unit."""
+    base = units.to_base(group[0].unit)[0]
+    rows = []
+    for table in group:
+        factor = units.to_base(table.unit)[1]
+        for row in table.rows:
+            label = (
+                table.workload if row.label == table.workload else f"{table.workload} · {row.label}"
+            )
+            cells = {kind: _scaled(cell, factor) for kind, cell in row.cells.items()}
+            rows.append(Row(f"{table.workload}::{row.key}", label, row.config, cells))
+    first = group[0]
+    name = " · ".join(table.workload for table in group)
+    return WorkloadTable(
+        name, first.metric, base, first.higher_is_better, first.reference, first.kinds, tuple(rows)
+    )
+
+
+def _scaled(cell: Any, factor: float) -> Any:
+    from dataclasses import replace
+
+    return replace(cell, value=None if cell.value is None else cell.value * factor)
+
+
 def _bar_count(table: WorkloadTable) -> int:
     return sum(len(row.cells) for row in table.rows)
 
@@ -90,11 +139,7 @@ def _speedups(ax: Any, table: WorkloadTable) -> None:
             ax.barh(
                 y, value, height=height * 0.9, color=KIND_COLOURS.get(kind, NEUTRAL), label=kind
             )
-            speedup = units.format_speedup(cell.speedup)
-            text = units.format_number(value, value * cell.spread if cell.spread else None)
-            ax.text(
-                value, y, f" {text} ({speedup})" if speedup else f" {text}", va="center", fontsize=8
-            )
+            ax.text(value, y, " " + _bar_text(cell, value), va="center", fontsize=8)
     ax.set_yticks(range(len(table.rows)), [row.label for row in reversed(table.rows)])
     if values and max(values) / max(min(values), 1e-300) > 50:
         ax.set_xscale("log")  # CPU vs TPU spans two orders of magnitude
@@ -104,12 +149,23 @@ def _speedups(ax: Any, table: WorkloadTable) -> None:
     ax.set_ylim(-0.7, len(table.rows) - 0.3)
     ax.set_xlabel(f"{unit} ({'higher' if table.higher_is_better else 'lower'} is better)")
     ax.set_title(_speedup_title(table), loc="left", fontsize=10)
-    _legend(ax)
+    if len(table.kinds) > 1:  # one device: the title says which; a legend adds nothing
+        _legend(ax)
+
+
+def _bar_text(cell: Any, value: float) -> str:
+    """``581 (2.0x) · 559 MiB``: the value, its speedup and peak memory when recorded."""
+    text = units.format_number(value, value * cell.spread if cell.spread else None)
+    speedup = units.format_speedup(cell.speedup)
+    text += f" ({speedup})" if speedup else ""
+    memory = cell.extras.get(MEMORY_FIELD)
+    return text + (f" · {format_bytes(memory)}" if memory is not None else "")
 
 
 def _speedup_title(table: WorkloadTable) -> str:
-    vs = f": value (speedup vs {table.reference})" if len(table.kinds) > 1 else ""
-    return f"{table.workload}{vs}"
+    if len(table.kinds) > 1:
+        return f"{table.workload}: value (speedup vs {table.reference})"
+    return f"{table.workload} on {table.kinds[0]}" if table.kinds else table.workload
 
 
 def _legend(ax: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_tpu.options import KINDS, Settings, add_options, resolve_settings
 from pytest_tpu.results import REPORT_ATTR, BenchResult, ResultStore, result_from_item, results_key
-from pytest_tpu.session import DeviceSession, session_key
+from pytest_tpu.session import DeviceSession, header_shown_key, session_key
 
 MARKER = (
     "accelerators(*kinds): run this test once per named device kind "
@@ -22,6 +22,7 @@ MARKER = (
 # it is resolved by the plugin's fixture, not by a project's own ``accelerator``.
 OWNER_FIXTURE = "_pytest_tpu_device"
 SUMMARY_PLUGIN_NAME = "pytest-tpu-summary"
+MEASURE_PLUGIN_NAME = "pytest-tpu-measure"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,6 +55,16 @@ def _register_features(config: pytest.Config) -> None:
         from pytest_tpu import cluster
 
         cluster.register(config)
+
+
+def register_measure(config: pytest.Config) -> None:
+    """Memory, first call and progress for device benchmarks, registered at the first device
+    setup (its hooks act in the call phase that follows), so plain sessions never import it."""
+    if config.pluginmanager.has_plugin(MEASURE_PLUGIN_NAME):
+        return
+    from pytest_tpu.measure import MeasurePlugin
+
+    config.pluginmanager.register(MeasurePlugin(config), MEASURE_PLUGIN_NAME)
 
 
 def _gate_wanted(settings: Settings) -> bool:
@@ -143,9 +154,10 @@ def pytest_report_collectionfinish(
     wanted = not config.option.collectonly and any(
         OWNER_FIXTURE in getattr(item, "fixturenames", ()) for item in items
     )
-    if wanted or state.discovered:
-        return state.inventory().header_line()
-    return None
+    if not (wanted or state.discovered):
+        return None
+    config.stash[header_shown_key] = True
+    return state.inventory().header_line()
 
 
 @pytest.fixture
@@ -164,6 +176,7 @@ def accelerator(request: pytest.FixtureRequest, _pytest_tpu_device: None) -> Any
     kind = getattr(request, "param", None)
     if kind is None:  # requested dynamically, outside parametrization: first selected device
         kind = state.first_present()
+    register_measure(request.config)
     return state.accelerator(kind)
 
 

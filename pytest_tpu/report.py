@@ -33,7 +33,10 @@ EXTRA_METRICS = {
     "tflops": ("", "TFLOP/s"),
     "samples_per_s": ("samples/s", ""),
     "pct_peak": ("% peak", ""),
+    "achieved_tflops": ("model", "TFLOP/s"),
+    "peak_memory_bytes": ("peak mem", "B"),
 }
+MEMORY_FIELD = "peak_memory_bytes"
 METRIC_NAMES = {"tflops": "FLOP/s", "epoch_s": "epoch time", "step_ms": "step time"}
 VERDICTS = ("slower", "inconclusive", "faster", "unchanged", "new", "missing", "incompatible")
 
@@ -105,6 +108,14 @@ class ComparisonRow:
     ci_high: float | None
     verdict: str  # one of VERDICTS
     note: str = ""
+    # How the gate measured the change: "calibrated", "raw" or "paired" (--compare-ref), the
+    # machine's own drift since the baseline, where the noise estimate came from, and the
+    # smallest slowdown the comparison would catch 4 times in 5 (all in %).
+    mode: str = ""
+    machine_pct: float | None = None
+    noise_source: str = ""
+    detectable_pct: float | None = None
+    confirmed: bool | None = None
 
 
 # ---------------------------------------------------------------- building speedup tables
@@ -132,9 +143,11 @@ def config_of(result: BenchResult) -> dict[str, Any]:
     return config
 
 
-def label_of(config: dict[str, Any]) -> str:
+def label_of(config: dict[str, Any], fallback: str = "") -> str:
+    """``N=512 float32``; ``fallback`` (the workload's name) for a benchmark without
+    parameters, never a placeholder such as "(default)"."""
     parts = [CONFIG_FIELDS.get(key, f"{key}={{}}").format(value) for key, value in config.items()]
-    return " ".join(parts) or "(default)"
+    return " ".join(parts) or fallback
 
 
 def _cell(result: BenchResult) -> Cell:
@@ -168,37 +181,37 @@ def _pick_reference(kinds: Sequence[str], wanted: str) -> str | None:
     return wanted if wanted in kinds else (kinds[0] if kinds else None)
 
 
-def _missing_for(
-    kinds: Sequence[str], all_kinds: Iterable[str], missing: dict[str, str]
-) -> dict[str, str]:
-    """Kinds without a column here: absent from the machine, or measured only elsewhere."""
-    out = {k: v for k, v in missing.items() if k not in kinds}
-    for kind in all_kinds:
-        if kind not in kinds and kind not in out:
-            out[kind] = "no result for this workload"
-    return dict(sorted(out.items(), key=lambda item: kind_sort_key(item[0])))
+def _missing_for(kinds: Sequence[str], all_kinds: Iterable[str]) -> dict[str, str]:
+    """Kinds measured elsewhere in the session but without a column here."""
+    return {kind: "no result for this workload" for kind in all_kinds if kind not in kinds}
 
 
-def build_tables(
-    results: Iterable[BenchResult],
-    reference: str = "cpu",
-    missing: dict[str, str] | None = None,
-) -> list[WorkloadTable]:
+def build_tables(results: Iterable[BenchResult], reference: str = "cpu") -> list[WorkloadTable]:
     """One speedup table per workload and headline metric, rows in the order they ran.
 
     ``reference`` is the device the speedups are relative to; a table without it uses its first
-    device. ``missing`` maps device kinds that are not on this machine to the reason.
+    device.
     """
     groups: dict[tuple[str, str], list[BenchResult]] = {}
     for result in results:
         groups.setdefault((workload_of(result), result.metric), []).append(result)
-    all_kinds = sorted({r.kind for rs in groups.values() for r in rs}, key=kind_sort_key)
+    all_kinds = sorted({r.kind for rs in groups.values() for r in rs if r.kind}, key=kind_sort_key)
     tables = []
     for (workload, _), members in groups.items():
         table = _build_table(workload, members, reference)
-        gone = _missing_for(table.kinds, all_kinds, missing or {})
+        # Devices absent from the machine are named once per session (``missing_line``); a
+        # table names only the kinds that ran elsewhere in the session but not here.
+        gone = _missing_for(table.kinds, all_kinds)
         tables.append(replace(table, missing=gone))
     return tables
+
+
+def missing_line(missing: dict[str, str]) -> str | None:
+    """``not measured: gpu: <why>; tpu: <why>``, once per session, or None."""
+    if not missing:
+        return None
+    ordered = sorted(missing.items(), key=lambda item: kind_sort_key(item[0]))
+    return "not measured: " + "; ".join(f"{kind}: {why}" for kind, why in ordered)
 
 
 def _build_table(workload: str, members: list[BenchResult], wanted: str) -> WorkloadTable:
@@ -212,7 +225,7 @@ def _build_table(workload: str, members: list[BenchResult], wanted: str) -> Work
     reference = _pick_reference(kinds, wanted)
     rows = tuple(
         _with_speedups(
-            Row(key, label_of(configs[key]), configs[key], cells[key]),
+            Row(key, label_of(configs[key], workload), configs[key], cells[key]),
             reference,
             first.higher_is_better,
         )
@@ -286,6 +299,21 @@ def _cold_text(cell: Cell | None) -> str:
     return units.format_quantity(cell.cold, "s") if cell and cell.cold is not None else ""
 
 
+def _has_memory(table: WorkloadTable) -> bool:
+    return any(MEMORY_FIELD in c.extras for r in table.rows for c in r.cells.values())
+
+
+def _memory_text(cell: Cell | None) -> str:
+    value = cell.extras.get(MEMORY_FIELD) if cell else None
+    return format_bytes(value) if value is not None else ""
+
+
+def format_bytes(value: float) -> str:
+    """``559 MiB``, ``1.2 GiB``: three significant figures in binary units."""
+    factor, unit = units.pick_unit([value], "B")
+    return f"{units.format_number(value * factor)} {unit}"
+
+
 def _table_unit(table: WorkloadTable) -> tuple[float, str]:
     values = [c.value for r in table.rows for c in r.cells.values() if c.value is not None]
     return units.pick_unit(values, table.unit)
@@ -302,6 +330,8 @@ def _wide(table: WorkloadTable) -> tuple[list[str], list[list[str]]]:
         if ref and kind != ref:
             headers.append(f"{kind}/{ref}")
     headers += [f"{kind} {COLD_FIELDS[cold]}" for kind in table.kinds] if cold else []
+    memory = _has_memory(table)
+    headers += [f"{kind} peak mem" for kind in table.kinds] if memory else []
     rows = []
     for row in table.rows:
         line = [row.label]
@@ -311,6 +341,7 @@ def _wide(table: WorkloadTable) -> tuple[list[str], list[list[str]]]:
             if ref and kind != ref:
                 line.append(units.format_speedup(cell.speedup) if cell else "")
         line += [_cold_text(row.cells.get(kind)) for kind in table.kinds] if cold else []
+        line += [_memory_text(row.cells.get(kind)) for kind in table.kinds] if memory else []
         rows.append(line)
     return headers, rows
 
@@ -321,12 +352,15 @@ def _long(table: WorkloadTable) -> tuple[list[str], list[list[str]]]:
     places = _places((c for r in table.rows for c in r.cells.values()), factor)
     headers = ["benchmark", "device", unit or table.metric, f"vs {table.reference}"]
     headers += [COLD_FIELDS[table.cold_field]] if table.cold_field else []
+    memory = _has_memory(table)
+    headers += ["peak mem"] if memory else []
     rows = []
     for row in table.rows:
         for kind, cell in sorted(row.cells.items(), key=lambda kv: kind_sort_key(kv[0])):
             value = _value_text(cell, factor, places)
             line = [row.label, kind, value, units.format_speedup(cell.speedup)]
             line += [_cold_text(cell)] if table.cold_field else []
+            line += [_memory_text(cell)] if memory else []
             rows.append(line)
     return headers, rows
 
@@ -359,7 +393,9 @@ def _metric_columns(table: WorkloadTable) -> list[tuple[str, str, str]]:
     short = EXTRA_METRICS.get(table.metric, (table.metric, table.unit))[0]
     columns = [(table.metric, short, table.unit)]
     present = {k for row in table.rows for c in row.cells.values() for k in c.extras}
-    extra = next((k for k in EXTRA_METRICS if k in present and k != table.metric), None)
+    extra = next(
+        (k for k in EXTRA_METRICS if k in present and k not in (table.metric, MEMORY_FIELD)), None
+    )
     if extra:
         columns.append((extra, *EXTRA_METRICS[extra]))
     return columns
@@ -470,12 +506,15 @@ def verdict_text(verdict: str, fmt: str = "simple") -> str:
     return "SLOWER" if fmt == "simple" else "⚠️ **slower**"
 
 
-def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
-    return [
-        _shorten(f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}: {r.note}", MAX_WIDTH)
-        for r in sort_comparison(rows)
-        if r.note
-    ]
+def comparison_notes(rows: Sequence[ComparisonRow], width: int | None = MAX_WIDTH) -> list[str]:
+    """One note per row that has something to say: how it was measured, and why its verdict."""
+    notes = []
+    for r in sort_comparison(rows):
+        text = "; ".join(part for part in (row_details(r), r.note) if part)
+        if text:
+            line = f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}: {text}"
+            notes.append(_shorten(line, width) if width else line)
+    return notes
 
 
 def comparison_counts(rows: Iterable[ComparisonRow]) -> dict[str, int]:
@@ -501,9 +540,14 @@ def to_markdown(
     tables: Sequence[WorkloadTable],
     comparison: Sequence[ComparisonRow] | None = None,
     baseline: str | None = None,
+    missing: dict[str, str] | None = None,
+    gate: dict[str, Any] | None = None,
 ) -> str:
-    """GitHub-flavoured Markdown for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment."""
+    """GitHub-flavoured Markdown for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment;
+    devices missing from the machine are named once, under the heading."""
     out = ["## pytest-tpu benchmarks", ""]
+    line = missing_line(missing or {})
+    out += [line, ""] if line else []
     if not tables:
         out += ["No benchmark ran.", ""]
     for table in tables:
@@ -515,7 +559,28 @@ def to_markdown(
         out.append("")
     if comparison is not None:
         out += _markdown_comparison(comparison, baseline)
+    if gate:
+        out += ["", gate_text(gate)]
     return "\n".join(out).rstrip() + "\n"
+
+
+def gate_text(gate: dict[str, Any]) -> str:
+    """``**Regression gate (5%): passed**``: the session's verdict in one line."""
+    return f"**Regression gate ({gate['threshold_pct']:g}%): {gate['verdict']}**"
+
+
+def row_details(row: ComparisonRow) -> str:
+    """How a row was measured, for the notes under a comparison table."""
+    parts = [row.mode] if row.mode else []
+    if row.machine_pct is not None:
+        parts.append(f"machine {row.machine_pct:+.1f}% vs baseline")
+    if row.noise_source:
+        parts.append(f"noise: {row.noise_source}")
+    if row.detectable_pct is not None and row.detectable_pct != float("inf"):
+        parts.append(f"detects {row.detectable_pct:.1f}%")
+    if row.confirmed is not None:
+        parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")
+    return ", ".join(parts)
 
 
 def _markdown_comparison(rows: Sequence[ComparisonRow], baseline: str | None) -> list[str]:
@@ -523,7 +588,7 @@ def _markdown_comparison(rows: Sequence[ComparisonRow], baseline: str | None) ->
     out = [f"## Comparison with baseline{name}", "", comparison_summary(rows), ""]
     if rows:
         out += [comparison_table(rows, "github"), ""]
-        out += [f"- {note}" for note in comparison_notes(rows)]
+        out += [f"- {note}" for note in comparison_notes(rows, width=None)]
     return out
 
 
@@ -538,9 +603,12 @@ def to_json(
     tables: Sequence[WorkloadTable],
     comparison: Sequence[ComparisonRow] | None = None,
     baseline: str | None = None,
+    missing: dict[str, str] | None = None,
+    gate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The same tables as JSON-able data, numbers unscaled in each metric's own unit."""
     data: dict[str, Any] = {"format": "pytest-tpu-report", "version": 1, "workloads": []}
+    data["missing_devices"] = dict(missing or {})
     for table in tables:
         entry = {k: v for k, v in asdict(table).items() if k != "rows"}
         entry["rows"] = [
@@ -559,4 +627,6 @@ def to_json(
             "counts": comparison_counts(comparison),
             "rows": [asdict(row) for row in sort_comparison(comparison)],
         }
+    if gate:
+        data["gate"] = dict(gate)
     return data

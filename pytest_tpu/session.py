@@ -41,7 +41,10 @@ class DeviceSession:
         if self._inventory is None:
             from pytest_tpu.devices import discover
 
-            self._inventory = discover(self.settings.virtual_cpus, self.settings.tpu_timeout)
+            settings = self.settings
+            self._inventory = discover(
+                settings.virtual_cpus, settings.tpu_timeout, settings.tpu_threads
+            )
             missing = self.missing_explicit()
             if missing:
                 pytest.exit(
@@ -116,3 +119,8 @@ def looks_present(kind: str) -> bool:
     if any(os.environ.get(name) for name in _DEVICE_ENV.get(kind, ())):
         return True
     return any(glob.glob(pattern) for pattern in _DEVICE_FILES.get(kind, ()))
+
+
+# Set once the devices line (with the reasons for missing devices) was in the header, so the
+# summary does not repeat it.
+header_shown_key = pytest.StashKey[bool]()

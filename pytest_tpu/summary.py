@@ -18,7 +18,7 @@ import pytest
 
 from pytest_tpu.options import Settings
 from pytest_tpu.results import results_key
-from pytest_tpu.session import session_key
+from pytest_tpu.session import header_shown_key, session_key
 
 if TYPE_CHECKING:
     from pytest_tpu.gate.compare import Row
@@ -104,12 +104,15 @@ class SummaryPlugin:
     def _tables(self) -> list[WorkloadTable]:
         from pytest_tpu.report import build_tables
 
-        state = self.config.stash[session_key]
-        # Name missing devices only if discovery already ran: never probe for a summary.
-        missing = dict(state.inventory().missing) if state.discovered else {}
         # Device benchmarks only: a plain pytest-benchmark test has no device to compare.
         results = [result for result in self.config.stash[results_key].results if result.kind]
-        return build_tables(results, self._settings().speedup_reference, missing)
+        return build_tables(results, self._settings().speedup_reference)
+
+    def _missing(self) -> dict[str, str]:
+        """Devices missing from this machine, with reasons; only if discovery already ran:
+        never probe for a summary."""
+        state = self.config.stash[session_key]
+        return dict(state.inventory().missing) if state.discovered else {}
 
     def _comparison(self) -> list[ComparisonRow] | None:
         rows = self.config.stash.get(comparison_key, None)
@@ -129,12 +132,29 @@ class SummaryPlugin:
         tables, comparison = self._tables(), self._comparison()
         if settings.report is not None:
             scaling = _scaling_rows(self.config)
+            missing = self._missing()
             self._write(
                 settings.report,
-                lambda p: _write_report(p, tables, comparison, settings.compare, scaling),
+                lambda p: _write_report(
+                    p, tables, comparison, self._against(), scaling, missing, self._gate()
+                ),
             )
         if settings.report_plot is not None:
             self._write(settings.report_plot, lambda p: _write_plot(p, tables, comparison))
+
+    def _against(self) -> str | None:
+        settings = self._settings()
+        return f"{settings.compare_ref} (same job)" if settings.compare_ref else settings.compare
+
+    def _gate(self) -> dict[str, Any] | None:
+        """The gate's threshold and the session's verdict, when --fail-on-regression decided."""
+        from pytest_tpu.gate.compare import verdict_key
+
+        threshold = self._settings().fail_on_regression
+        verdict = self.config.stash.get(verdict_key, None)
+        if threshold is None or verdict is None:
+            return None
+        return {"threshold_pct": threshold, "verdict": verdict}
 
     def _write(self, path: Path, writer: Callable[[Path], None]) -> None:
         try:
@@ -161,7 +181,11 @@ class SummaryPlugin:
     def _print(self, tr: pytest.TerminalReporter) -> None:
         from pytest_tpu import report
 
-        for table in self._tables():
+        tables = self._tables()
+        missing = report.missing_line(self._missing())
+        if tables and missing and not self.config.stash.get(header_shown_key, False):
+            tr.write_line(missing, yellow=True)  # once per session, not under every table
+        for table in tables:
             tr.write_sep("-", table.title)
             _lines(tr, report.speedup_table(table))
             for note in report.table_notes(table):
@@ -205,13 +229,15 @@ def from_gate_row(row: Row) -> ComparisonRow:
         return None if value is None else value * 100
 
     verdict = row.verdict if row.status == "compared" and row.verdict else row.status
-    note = row.reason
+    notes = [row.reason] if row.reason else []
     if row.status == "failed":
-        verdict, note = "missing", "failed in this run, so not compared"
+        verdict, notes = "missing", ["failed in this run, so not compared"]
     elif row.regression:
-        note = f"regression beyond the threshold ({(row.confidence or 0) * 100:.1f}% sure)"
-    elif row.status == "compared" and not row.calibrated:
-        note = note or "not calibrated: decided on raw round times"
+        notes = [f"regression beyond the threshold ({(row.confidence or 0) * 100:.1f}% sure)"]
+    if row.status == "compared":
+        notes += ["[forced] environments differ"] if row.forced else []
+    note = "; ".join(notes)
+    mode = "paired" if "paired" in row.noise_source else "calibrated" if row.calibrated else "raw"
     return ComparisonRow(
         name=row.nodeid,
         kind=kind_of(row.nodeid),
@@ -225,6 +251,11 @@ def from_gate_row(row: Row) -> ComparisonRow:
         ci_high=pct(row.high),
         verdict=verdict,
         note=note,
+        mode=mode if row.status == "compared" else "",
+        machine_pct=pct(row.machine),
+        noise_source=row.noise_source,
+        detectable_pct=pct(row.detectable),
+        confirmed=row.confirmed,
     )
 
 
@@ -247,16 +278,18 @@ def _write_report(
     comparison: list[ComparisonRow] | None,
     baseline: str | None,
     scaling_rows: list[ScalingRow],
+    missing: dict[str, str],
+    gate: dict[str, Any] | None,
 ) -> None:
     from pytest_tpu import report, scaling
 
     if path.suffix.lower() == ".json":
-        data = report.to_json(tables, comparison, baseline)
+        data = report.to_json(tables, comparison, baseline, missing, gate)
         if scaling_rows:
             data["scaling"] = scaling.to_dicts(scaling_rows)
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     else:
-        text = report.to_markdown(tables, comparison, baseline)
+        text = report.to_markdown(tables, comparison, baseline, missing, gate)
         if scaling_rows:
             text = text.rstrip("\n") + "\n\n" + scaling.to_markdown(scaling_rows)
     path.write_text(text, encoding="utf-8")

@@ -18,6 +18,7 @@ _FLOPS = (
     ("MFLOP/s", 1e6),
     ("FLOP/s", 1.0),
 )
+_BYTES = (("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0))
 # Every spelling a benchmark may record, as (family, factor to the base unit).
 _ALIASES: dict[str, tuple[str, float]] = {
     **{name: ("time", factor) for name, factor in _TIME},
@@ -25,12 +26,22 @@ _ALIASES: dict[str, tuple[str, float]] = {
     "sec": ("time", 1.0),
     **{name.lower(): ("flops", factor) for name, factor in _FLOPS},
     **{name.lower().replace("/s", "s"): ("flops", factor) for name, factor in _FLOPS},
+    **{name: ("bytes", factor) for name, factor in _BYTES},
+    "bytes": ("bytes", 1.0),
 }
-_FAMILIES = {"time": _TIME, "flops": _FLOPS}
+_FAMILIES = {"time": _TIME, "flops": _FLOPS, "bytes": _BYTES}
+_BASE = {"time": "s", "flops": "FLOP/s", "bytes": "B"}
 
 
 def _family(unit: str) -> tuple[str, float] | None:
     return _ALIASES.get(unit) or _ALIASES.get(unit.lower())
+
+
+def to_base(unit: str) -> tuple[str, float]:
+    """The base unit of ``unit``'s family and the factor to it (``ms`` -> ``("s", 1e-3)``);
+    unknown units are their own base."""
+    known = _family(unit)
+    return (_BASE[known[0]], known[1]) if known else (unit, 1.0)
 
 
 def pick_unit(values: Sequence[float], unit: str) -> tuple[float, str]:

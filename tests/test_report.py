@@ -116,14 +116,17 @@ def test_speedup_reference_can_be_chosen():
     assert table.rows[0].cells["tpu"].speedup == pytest.approx(10.0)
 
 
-def test_missing_devices_and_failures_are_named_under_the_table():
+def test_failures_are_named_under_the_table_and_missing_devices_once_per_report():
     failed = cnn("gpu", 1024, 0, 0)
     failed = BenchResult(**{**failed.to_json(), "outcome": "failed", "error": "OOM", "samples": ()})
-    tables = report.build_tables([cnn("cpu", 1024, 20.0, 300.0), failed], missing={"tpu": "none"})
+    tables = report.build_tables([cnn("cpu", 1024, 20.0, 300.0), failed, matmul("cpu", 0.5)])
     notes = report.table_notes(tables[0])
-    assert notes[0] == "not measured: tpu: none"
-    assert "failed: batch 1024 on gpu: OOM" in notes
+    assert notes == ["failed: batch 1024 on gpu: OOM"]
     assert "failed" in report.speedup_table(tables[0])
+    assert report.missing_line({"tpu": "none"}) == "not measured: tpu: none"
+    markdown = report.to_markdown(tables, missing={"tpu": "no TPU: none"})
+    assert markdown.count("no TPU: none") == 1
+    assert report.to_json(tables, missing={"tpu": "x"})["missing_devices"] == {"tpu": "x"}
 
 
 def test_tables_fit_100_columns_even_with_long_names():

@@ -108,6 +108,7 @@ class Row:
 
 
 comparison_key = pytest.StashKey[list[Row]]()
+verdict_key = pytest.StashKey[str]()  # the gate's verdict: passed, failed, nothing checked
 
 
 def incompatibility(base: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:

@@ -22,23 +22,6 @@ def sure(value: float | None) -> str:
     return "?" if value is None else f"{min(value, 0.999):.1%}"
 
 
-def _row_line(row: Row) -> str:
-    """One compact line per benchmark; the full table is the report's job."""
-    if row.status != "compared":
-        why = f": {row.reason}" if row.reason else ""
-        return f"  {row.nodeid}: {row.status}{why}"
-    mode = "calibrated" if row.calibrated else "raw"
-    machine = f", machine {pct(row.machine)} vs baseline" if row.machine is not None else ""
-    confidence = f", {sure(row.confidence)} sure slower" if row.verdict == "slower" else ""
-    forced = " [forced]" if row.forced else ""
-    text = (
-        f"  {row.nodeid}: {row.verdict} time {pct(row.change)} "
-        f"(95% interval {pct(row.low)} .. {pct(row.high)}{confidence}; {mode}{machine}; "
-        f"noise: {row.noise_source}){forced}"
-    )
-    return f"{text}: {row.reason}" if row.reason else text
-
-
 def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[str]:
     """Summary lines of a comparison: counts, then one line per benchmark."""
     counts: dict[str, int] = {}
@@ -47,7 +30,16 @@ def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[
         counts[key] = counts.get(key, 0) + 1
     shown = ", ".join(f"{count} {status}" for status, count in counts.items()) or "nothing"
     what = f"baseline {path}" if baseline else path
-    return [f"compared with {what}: {shown}", *(_row_line(row) for row in rows)]
+    # One line: the rows are the comparison table's, drawn once by the summary.
+    return [f"compared with {what}: {shown} (table below)"]
+
+
+def gate_verdict(rows: Sequence[Row]) -> str:
+    """The session's verdict as the reports carry it."""
+    measured = compared(rows)
+    if not measured:
+        return "nothing checked"
+    return "failed" if any(row.regression for row in measured) else "passed"
 
 
 def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[str]:

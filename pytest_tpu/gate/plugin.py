@@ -21,9 +21,16 @@ import pytest
 
 from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate import calibration, remeasure
-from pytest_tpu.gate.compare import Row, compare_one, compare_runs, comparison_key, regressions
+from pytest_tpu.gate.compare import (
+    Row,
+    compare_one,
+    compare_runs,
+    comparison_key,
+    regressions,
+    verdict_key,
+)
 from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, summarize
-from pytest_tpu.gate.lines import comparison_lines, gate_lines, noise_line
+from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict, noise_line
 from pytest_tpu.gate.stats import relative_spread
 from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
 from pytest_tpu.results import BenchResult, results_key
@@ -292,7 +299,7 @@ class GatePlugin:
         failing = regressions(rows)
         if failing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REGRESSION_EXIT_CODE
-        self.config.stash[verdict_key] = "failed" if failing else "passed"
+        self.config.stash[verdict_key] = gate_verdict(rows)
         if failing and self.settings.profile_regressions is not None:
             # After the verdict, so the profiler's re-run never touches this session's timings.
             from pytest_tpu.profiling import profile_regressions
@@ -389,6 +396,3 @@ class GatePlugin:
                 terminalreporter.write_line(line)
         except Exception as exc:  # a summary must never turn a verdict into a traceback
             terminalreporter.write_line(f"pytest-tpu: could not print the gate summary: {exc}")
-
-
-verdict_key = pytest.StashKey[str]()

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.gate.compare import comparison_key, regressions
-from pytest_tpu.gate.lines import comparison_lines, gate_lines
+from pytest_tpu.gate.compare import comparison_key, regressions, verdict_key
+from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import worktree
@@ -273,6 +273,7 @@ class HeadPlugin:
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
         if self.settings.fail_on_regression is not None:
             self.lines += gate_lines(rows, self.settings.fail_on_regression, self.ref)
+            self.config.stash[verdict_key] = gate_verdict(rows)
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
 

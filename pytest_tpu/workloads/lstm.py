@@ -68,3 +68,11 @@ class LstmSteps(TrainingRounds):
 
     def figures(self, round_s: float) -> dict[str, float]:
         return step_figures(round_s, self.steps_per_round, self.global_batch)
+
+    def step_flops(self) -> float:
+        """Model FLOPs of one training step, counted analytically: the graph profiler counts
+        the LSTM's loop once (see ``pytest_tpu.flops``); embedding and the Dense(1) head are
+        negligible beside the recurrent products."""
+        from pytest_tpu.flops import lstm_train_flops
+
+        return lstm_train_flops(self.global_batch, IMDB_LENGTH, EMBEDDING, UNITS)
