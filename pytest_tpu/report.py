@@ -510,7 +510,7 @@ def comparison_notes(rows: Sequence[ComparisonRow], width: int | None = MAX_WIDT
     """One note per row that has something to say: how it was measured, and why its verdict."""
     notes = []
     for r in sort_comparison(rows):
-        text = "; ".join(part for part in (row_details(r), r.note) if part)
+        text = "; ".join(part for part in (r.note, row_details(r)) if part)
         if text:
             line = f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}: {text}"
             notes.append(_shorten(line, width) if width else line)

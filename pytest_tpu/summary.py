@@ -234,8 +234,8 @@ def from_gate_row(row: Row) -> ComparisonRow:
         verdict, notes = "missing", ["failed in this run, so not compared"]
     elif row.regression:
         notes = [f"regression beyond the threshold ({(row.confidence or 0) * 100:.1f}% sure)"]
-    if row.status == "compared":
-        notes += ["[forced] environments differ"] if row.forced else []
+    if row.status == "compared" and row.forced:
+        notes.insert(0, "[forced] environments differ")
     note = "; ".join(notes)
     mode = "paired" if "paired" in row.noise_source else "calibrated" if row.calibrated else "raw"
     return ComparisonRow(

@@ -65,7 +65,7 @@ def test_without_tensorflow_the_file_collects_and_device_tests_skip(mixed: pytes
     # runpytest_subprocess puts the test directory first on PYTHONPATH: this module shadows
     # TensorFlow as if it were not installed (allowed: the plugin has no TensorFlow extra).
     mixed.makepyfile(tensorflow="raise ImportError('No module named tensorflow (test)')")
-    result = mixed.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
+    result = mixed.runpytest_subprocess("-rs", "-p", "no:cacheprovider", "--accelerator=all")
     result.assert_outcomes(passed=3, skipped=3)
     result.stdout.fnmatch_lines(["*SKIPPED*TensorFlow is not installed*"])
 

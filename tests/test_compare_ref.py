@@ -57,14 +57,16 @@ def worktrees(pytester):
 
 
 def test_same_code_is_not_slower_and_the_worktree_is_gone(repo):
-    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--fail-on-regression=25")
+    # Same code: nothing may fail. The threshold is wide because CI machines are shared and
+    # two processes of the same code can differ by some percent (memory layout).
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--fail-on-regression=60")
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
             "compare-ref: HEAD (*) in a temporary worktree vs HEAD; one process per tree*",
             "compared with HEAD (same job): *",
-            "*test_bench.py::test_ped: * time *paired rounds in this job*",
-            "regression gate (25%): passed, 2 checked*",
+            "regression gate (60%): passed, 2 checked*",
+            "test_ped: paired, noise: * paired rounds in this job*",
         ]
     )
     assert len(worktrees(repo)) == 1
@@ -89,9 +91,10 @@ def test_new_missing_and_base_failures_are_rows(repo):
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
-            "*test_bench.py::test_flaky: base failed: failed on the base side (*)*head result*",
-            "*test_bench.py::test_new: new*",
-            "*test_bench.py::test_old: missing*",
+            "*: *1 base failed, 1 new, 1 missing*",
+            "test_new * new",
+            "test_old * missing",
+            "test_flaky: failed on the base side*",
         ],
         consecutive=False,
     )

@@ -11,19 +11,9 @@ import sys
 
 import pytest
 
-from pytest_tpu import flops, memory, progress, session
+from pytest_tpu import flops, memory, progress
 from pytest_tpu.devices import Device, Inventory
 from pytest_tpu.progress import Progress
-
-CONFTEST = """
-import pytest
-from types import SimpleNamespace
-
-
-@pytest.fixture
-def accelerator():
-    return SimpleNamespace(kind="cpu", name="test cpu", devices=("/device:CPU:0",), replicas=1)
-"""
 
 BENCHMARKS = """
 def work():
@@ -55,9 +45,7 @@ def _cpu_only(*settings: object) -> Inventory:
 
 @pytest.fixture
 def bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    # Discovery would import TensorFlow, which cannot be imported twice into one process.
-    monkeypatch.setattr(session, "discover", _cpu_only)
-    pytester.makeconftest(CONFTEST)
+    # Real discovery, in a child process: TensorFlow cannot be imported twice into one process.
     pytester.makepyfile(test_user=BENCHMARKS)
     return pytester
 
@@ -69,7 +57,9 @@ def _extra_info(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS needs Linux's clear_refs")
 def test_device_benchmarks_record_first_call_and_peak_memory(bench: pytest.Pytester) -> None:
-    bench.runpytest("-p", "no:cacheprovider", "--benchmark-json=out.json").assert_outcomes(passed=3)
+    bench.runpytest_subprocess(
+        "--accelerator=cpu", "-p", "no:cacheprovider", "--benchmark-json=out.json"
+    ).assert_outcomes(passed=3)
     info = _extra_info(bench)
     for name in ("test_pedantic[cpu]", "test_call[cpu]"):
         assert set(info[name]) >= KEYS, info[name]
@@ -80,21 +70,28 @@ def test_device_benchmarks_record_first_call_and_peak_memory(bench: pytest.Pytes
 
 
 def test_memory_shows_in_the_summary_table(bench: pytest.Pytester) -> None:
-    result = bench.runpytest("-p", "no:cacheprovider", "-k", "pedantic")
+    result = bench.runpytest_subprocess(
+        "--accelerator=cpu", "-p", "no:cacheprovider", "-k", "pedantic"
+    )
     result.stdout.fnmatch_lines(["*benchmark*cpu*peak mem*", "test_pedantic*MiB*"])
     assert "(default)" not in result.stdout.str()
 
 
-def test_progress_lines_at_default_verbosity_and_none_under_quiet(
-    bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(progress, "SHOW_AFTER", 0.0)
-    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)
-    result = bench.runpytest("-p", "no:cacheprovider", "-k", "pedantic")
+def test_progress_lines_at_default_verbosity_and_none_under_quiet(bench: pytest.Pytester) -> None:
+    # Lines from the first second on, none rate-limited away, in the child session.
+    bench.makeconftest(
+        "import pytest_tpu.progress as _progress\n"
+        "_progress.SHOW_AFTER = 0.0\n_progress.LOG_INTERVAL = 0.0\n"
+    )
+    result = bench.runpytest_subprocess(
+        "--accelerator=cpu", "-p", "no:cacheprovider", "-k", "pedantic"
+    )
     result.stdout.fnmatch_lines(
         ["*test_pedantic*: warm-up 1/1 done*", "*round 1/4 done*left*", "*4 rounds + 1 warm-up*"]
     )
-    quiet = bench.runpytest("-p", "no:cacheprovider", "-k", "pedantic", "-q")
+    quiet = bench.runpytest_subprocess(
+        "--accelerator=cpu", "-p", "no:cacheprovider", "-k", "pedantic", "-q"
+    )
     assert "round 1/4" not in quiet.stdout.str()
 
 

@@ -65,7 +65,7 @@ def test_a_benchmark_passed_on_rerun_counts_once_as_passed(pytester: pytest.Pyte
 NOT_PLAIN_EXTRA_INFO = """
 import numpy as np
 
-def test_values(benchmark):
+def test_values(benchmark, accelerator):
     benchmark.extra_info["loss"] = np.float32(0.5)  # what tensor.numpy() returns
     benchmark.extra_info["steps"] = [np.int64(3), "x"]
     benchmark.extra_info["nan"] = float("nan")
@@ -77,14 +77,15 @@ def test_values(benchmark):
 @pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
 def test_extra_info_that_is_not_json_is_converted_or_left_out(pytester: pytest.Pytester, xdist):
     pytester.makepyfile(test_values=NOT_PLAIN_EXTRA_INFO)
-    args = ["-p", "no:cacheprovider", "--save-baseline=main", "--tpu-report=out.json"]
+    args = ["-p", "no:cacheprovider", "--accelerator=cpu", "--save-baseline=main"]
+    args.append("--tpu-report=out.json")
     result = pytester.runpytest_subprocess(*args, *(["-n", "2"] if xdist else []), timeout=300)
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     output = result.stdout.str()
     assert (
-        "pytest-tpu: test_values.py::test_values: "
+        "pytest-tpu: test_values.py::test_values[cpu]: "
         "extra_info['nan'] is left out of the results: nan is not a JSON number"
     ) in output
     assert "extra_info['thing'] is left out of the results: a object is not JSON data" in output

@@ -214,13 +214,24 @@ def test_junitxml_carries_the_headline_metrics(bench):
     assert '<property name="pytest_tpu.accelerator" value="gpu"' in xml
 
 
-def test_xdist_prints_the_table_once_from_the_controller(bench):
+XDIST_DEVICE = """
+import pytest
+
+@pytest.mark.parametrize("n", [100, 200])
+def test_summing(benchmark, accelerator, n):
+    benchmark.pedantic(sum, (range(n),), rounds=5)
+"""
+
+
+def test_xdist_prints_the_table_once_from_the_controller(pytester):
     pytest.importorskip("xdist")
-    result = bench.runpytest("-p", "no:cacheprovider", "-n", "2", "--tpu-report=out.json")
-    result.assert_outcomes(passed=9)
-    tables = [line for line in result.outlines if "test_matmul: FLOP/s" in line]
+    pytester.makepyfile(test_dev=XDIST_DEVICE)
+    args = ("-p", "no:cacheprovider", "-n", "2", "--accelerator=cpu", "--tpu-report=out.json")
+    result = pytester.runpytest_subprocess(*args, timeout=300)
+    result.assert_outcomes(passed=2)
+    tables = [line for line in result.outlines if "- test_summing: " in line]
     assert len(tables) == 1
-    data = json.loads((bench.path / "out.json").read_text(encoding="utf-8"))
+    data = json.loads((pytester.path / "out.json").read_text(encoding="utf-8"))
     assert len(data["workloads"][0]["rows"]) == 2
 
 

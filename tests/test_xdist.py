@@ -95,13 +95,14 @@ def test_a_file_where_the_lock_directory_goes_does_not_break_benchmarks(
     (temp / f"pytest-tpu-locks-{os.getuid()}").write_text("in the way")
     pytester.makepyfile(
         test_locked="""
-        def test_one(benchmark):
+        def test_one(benchmark, accelerator):
             benchmark.pedantic(sum, (range(10),), rounds=2)
 
-        def test_two(benchmark):
+        def test_two(benchmark, accelerator):
             benchmark.pedantic(sum, (range(10),), rounds=2)
         """
     )
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", timeout=300)
+    args = ("-n", "2", "-p", "no:cacheprovider", "--accelerator=cpu")
+    result = pytester.runpytest_subprocess(*args, timeout=300)
     result.assert_outcomes(passed=2)
     assert (temp / f"pytest-tpu-locks-{os.getuid()}-1").is_dir()

@@ -244,8 +244,7 @@ def between_sessions(history: Sequence[Estimate], extra: Sequence[float] = ()) -
     return Noise(
         assumed,
         max(1, blocks - 1),
-        f"assumed {math.sqrt(assumed):.1%} between sessions (1 saved run: taken as the spread "
-        "of blocks within a run)",
+        f"assumed {math.sqrt(assumed):.1%} (1 saved run: the spread of blocks within a run)",
         False,
     )
 
