@@ -105,7 +105,7 @@ def patch_multi_worker_keras() -> bool:
     try:
         import importlib
 
-        trainer = importlib.import_module(_TRAINER)
+        trainer: Any = importlib.import_module(_TRAINER)
     except ImportError:
         return False
     cls = getattr(trainer, "TensorFlowTrainer", None)
