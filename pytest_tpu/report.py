@@ -444,6 +444,7 @@ def _cross(
             [_figure(row.cells.get(k), name, table.metric) for row in ordered] for k in table.kinds
         ]
         factor, shown = units.pick_unit([v for col in cells for v in col if v is not None], unit)
+        shown = "" if shown == short else shown  # "samples/s" names itself
         for kind, column in zip(table.kinds, cells, strict=True):
             headers.append(" ".join(p for p in (kind, short, shown) if p))
             spreads = [_spread_of(row.cells.get(kind)) for row in ordered]
