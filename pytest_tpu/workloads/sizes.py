@@ -86,8 +86,8 @@ SIZES: dict[str, WorkloadSizes] = {
         CnnSize(samples=2048, rounds=2),
         LstmSize(samples=2048, steps_per_round=1, rounds=3, warmup=1),
         ResnetSize(samples=256, rounds=2),
-        TimeseriesSize(sequences=32, steps_per_round=1, rounds=2, warmup=0),
-        InferenceSize(samples=1024, batches_per_round=2, rounds=3, warmup=1),
+        TimeseriesSize(sequences=32, steps_per_round=1, rounds=1, warmup=0),
+        InferenceSize(samples=1024, batches_per_round=2, rounds=2, warmup=1),
     ),
     "default": WorkloadSizes(
         "default",
@@ -96,7 +96,7 @@ SIZES: dict[str, WorkloadSizes] = {
         LstmSize(samples=8192, steps_per_round=4, rounds=5, warmup=1),
         ResnetSize(samples=2560, rounds=3),
         TimeseriesSize(sequences=128, steps_per_round=1, rounds=3, warmup=1),
-        InferenceSize(samples=4096, batches_per_round=8, rounds=5, warmup=1),
+        InferenceSize(samples=4096, batches_per_round=5, rounds=5, warmup=1),
     ),
     "full": WorkloadSizes(
         "full",
