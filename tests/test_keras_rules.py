@@ -37,25 +37,21 @@ def data(n):
     return x, np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
 
 
-def test_fit_numpy_with_validation(tpu_strategy):
+def test_fit_numpy_evaluate_predict(tpu_strategy):
     x, y = data(72)  # 72 = 4 batches of 16 and a partial one, split 3:1 for validation
-    history = build(tpu_strategy).fit(
-        x, y, batch_size=16, epochs=2, validation_split=0.25, verbose=0
-    )
-    assert np.isfinite(history.history["loss"]).all() and "val_accuracy" in history.history
-
-
-def test_fit_dataset_and_evaluate(tpu_strategy):
-    x, y = data(64)
     model = build(tpu_strategy)
-    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16), epochs=1, verbose=0)
+    history = model.fit(x, y, batch_size=16, epochs=2, validation_split=0.25, verbose=0)
+    assert np.isfinite(history.history["loss"]).all() and "val_accuracy" in history.history
     loss, accuracy = model.evaluate(x, y, batch_size=16, verbose=0)
     assert np.isfinite(loss) and 0.0 <= accuracy <= 1.0
+    assert model.predict(x, batch_size=16, verbose=0).shape == (72, 10)
 
 
-def test_predict(tpu_strategy):
-    x, _ = data(64)
-    assert build(tpu_strategy).predict(x, batch_size=16, verbose=0).shape == (64, 10)
+def test_fit_dataset(tpu_strategy):
+    x, y = data(64)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    history = build(tpu_strategy).fit(dataset, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
 """
 
 # A custom loop's mistake: reducing an (x, y) pair at once. MirroredStrategy accepts it; the
@@ -121,13 +117,13 @@ def test_a_per_replica_failure_becomes_one_line():
 def test_keras_idioms_and_new_workloads_on_virtual_cpus(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_idioms=IDIOMS, test_tiny=TINY_WORKLOADS)
     result = pytester.runpytest_subprocess(*ARGS, "--virtual-cpus=2", timeout=300)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=5)
 
 
 def test_keras_idioms_on_two_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_idioms=IDIOMS, test_mistake=PER_REPLICA_MISTAKE)
     result = pytester.runpytest_subprocess(*ARGS, "--workers=2", timeout=300)
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
             "test_mistake.py:*: ValueError: Attempt to convert a value … [per-replica values cut"
