@@ -77,12 +77,13 @@ from pytest_tpu.workloads import (
 )
 
 
-def test_resnet(accelerator, tpu_strategy):
+def test_resnet(tpu_strategy):
+    # Built, not trained: its train step is the CNN's (TrainingRounds), trained in
+    # test_workloads; tracing ResNet-20's gradients would double this test's time.
     epochs = ResnetEpochs(cifar10(32), 8, tpu_strategy)
     assert epochs.model.output_shape == (None, 10) and epochs.steps == 2
     assert sum(1 for layer in epochs.model.layers if "conv" in layer.name) == 21
-    result = measure(epochs, rounds=1, warmup=0, sync=accelerator.sync)
-    assert epochs.figures(result.samples[0])["samples_per_s"] > 0
+    assert epochs.model.count_params() == 274_442  # ResNet-20 v1: "0.27M" in the Keras example
 
 
 def test_timeseries(accelerator, tpu_strategy):
