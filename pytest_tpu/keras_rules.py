@@ -61,8 +61,8 @@ class KerasRules:
         self.patched: bool | None = None  # None: not tried yet
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> None:
-        # Before each call, not at configure: the test module imports Keras, and TensorFlow must
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        # Before each test's fixtures (they may train too), not at configure: TensorFlow must
         # not be imported here first (the cluster joins before TensorFlow initialises).
         if self.patched is None and in_cluster() and "tensorflow" in sys.modules:
             self.patched = patch_multi_worker_keras()

@@ -94,8 +94,8 @@ SIZES: dict[str, WorkloadSizes] = {
         MatmulSize(ns=(512, 1024, 2048), flops_per_round=2.0**36, rounds=5, warmup=1),
         CnnSize(samples=15_000, rounds=5),
         LstmSize(samples=8192, steps_per_round=4, rounds=5, warmup=1),
-        ResnetSize(samples=2560, rounds=3),
-        TimeseriesSize(sequences=128, steps_per_round=1, rounds=3, warmup=1),
+        ResnetSize(samples=1536, rounds=3),
+        TimeseriesSize(sequences=128, steps_per_round=1, rounds=3, warmup=0),
         InferenceSize(samples=4096, batches_per_round=5, rounds=5, warmup=1),
     ),
     "full": WorkloadSizes(
