@@ -47,13 +47,13 @@ def imdb_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.
 
 @pytest.fixture(scope="session")
 def cifar10_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.Arrays:
-    """CIFAR-10-shaped images for the ResNet (synthetic unless ``--workload-data=real``)."""
+    """CIFAR-10-shaped images for the ResNet (synthetic unless ``--tpu-workload-data=real``)."""
     return _load(lambda: workload_data_module.cifar10(sizes.resnet.samples, workload_data))
 
 
 @pytest.fixture(scope="session")
 def weather_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.Arrays:
-    """Weather windows of 1344 hours for the GRU (synthetic unless ``--workload-data=real``)."""
+    """Weather windows of 1344 hours for the GRU (synthetic unless ``--tpu-workload-data=real``)."""
     spec = sizes.timeseries
     return _load(lambda: workload_data_module.weather(spec.sequences, workload_data))
 

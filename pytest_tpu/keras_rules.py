@@ -1,5 +1,5 @@
-"""Keras 3 under ``--workers`` (MultiWorkerMirroredStrategy): the common idioms made to work,
-and one short line for a failure that still names per-replica values.
+"""Keras 3 under ``--tpu-workers`` (MultiWorkerMirroredStrategy): the common idioms made to
+work, and one short line for a failure that still names per-replica values.
 
 Keras 3's TensorFlow trainer has two faults under a multi-worker strategy
 (keras-team/keras#20585), and each breaks ``model.fit`` and ``model.evaluate``, on numpy arrays
@@ -14,7 +14,7 @@ and on ``tf.data`` alike (``predict`` works):
 
 In the processes of a multi-worker cluster, pytest-tpu replaces those two steps with what they
 mean to do: shapes from this worker's own first replica, and each scalar log averaged as a
-vector of one. Nothing changes elsewhere (one process, ``--virtual-cpus``, TPUs), and nothing
+vector of one. Nothing changes elsewhere (one process, ``--tpu-virtual-cpus``, TPUs), and nothing
 changes when the Keras in use lacks the two functions (another version): then a failure that
 still carries per-replica values is cut to one line that names the rule.
 """
@@ -32,7 +32,7 @@ PLUGIN_NAME = "pytest-tpu-keras-rules"
 KERAS_ISSUE = "keras-team/keras#20585"
 _TRAINER = "keras.src.backend.tensorflow.trainer"
 RULE = (
-    "under MultiWorkerMirroredStrategy (--workers) a per-replica value must be reduced or "
+    "under MultiWorkerMirroredStrategy (--tpu-workers) a per-replica value must be reduced or "
     "unwrapped one tensor at a time (strategy.reduce(op, tensor, axis) or "
     "strategy.experimental_local_results(value)) before it is used as a tensor"
 )
@@ -44,7 +44,8 @@ MAX_MESSAGE = 300
 
 
 def register(config: pytest.Config) -> None:
-    """Register the plugin once per session (``--workers``, ``--virtual-cpus`` or TF_CONFIG)."""
+    """Register the plugin once per session (``--tpu-workers``, ``--tpu-virtual-cpus``,
+    TF_CONFIG)."""
     if not config.pluginmanager.has_plugin(PLUGIN_NAME):
         config.pluginmanager.register(KerasRules(), PLUGIN_NAME)
 
@@ -62,8 +63,17 @@ class KerasRules:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        # Before each test's fixtures (they may train too), not at configure: TensorFlow must
-        # not be imported here first (the cluster joins before TensorFlow initialises).
+        """Before the fixtures, which may train too, when the test module imported Keras."""
+        self._patch()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        """Before the test body, once ``tpu_strategy`` has imported TensorFlow."""
+        self._patch()
+
+    def _patch(self) -> None:
+        # Never at configure, and never by importing TensorFlow here: the cluster's strategy
+        # must be made before TensorFlow initialises.
         if self.patched is None and in_cluster() and "tensorflow" in sys.modules:
             self.patched = patch_multi_worker_keras()
 

@@ -1,4 +1,4 @@
-"""Plain Keras idioms under ``--virtual-cpus=2`` (MirroredStrategy) and ``--workers=2``
+"""Plain Keras idioms under ``--tpu-virtual-cpus=2`` (MirroredStrategy) and ``--tpu-workers=2``
 (MultiWorkerMirroredStrategy on loopback), and the one line that replaces a per-replica failure.
 
 The Keras runs happen in fresh pytest processes (TensorFlow must not load in this one).
@@ -117,18 +117,18 @@ def test_a_per_replica_failure_becomes_one_line():
 
 def test_keras_idioms_and_new_workloads_on_virtual_cpus(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_idioms=IDIOMS, test_tiny=TINY_WORKLOADS)
-    result = pytester.runpytest_subprocess(*ARGS, "--virtual-cpus=2", timeout=300)
+    result = pytester.runpytest_subprocess(*ARGS, "--tpu-virtual-cpus=2", timeout=300)
     result.assert_outcomes(passed=5)
 
 
 def test_keras_idioms_on_two_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_idioms=IDIOMS, test_mistake=PER_REPLICA_MISTAKE)
-    result = pytester.runpytest_subprocess(*ARGS, "--workers=2", timeout=300)
+    result = pytester.runpytest_subprocess(*ARGS, "--tpu-workers=2", timeout=300)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
             "test_mistake.py:*: ValueError: Attempt to convert a value … [per-replica values cut"
-            f"*rule: under MultiWorkerMirroredStrategy (--workers)*({KERAS_ISSUE})"
+            f"*rule: under MultiWorkerMirroredStrategy (--tpu-workers)*({KERAS_ISSUE})"
         ]
     )
     assert not [line for line in result.outlines if "tf.Tensor" in line or "0: <" in line]
