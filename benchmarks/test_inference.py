@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_tpu import device_utilisation
 from pytest_tpu.timing import SyncedRounds, median
 from pytest_tpu.workloads import PredictBatches, default_jit_compile
 from pytest_tpu.workloads.sizes import INFERENCE_BATCHES
@@ -30,7 +31,10 @@ def test_inference(
     runner()  # build, trace and compile: cold_s, never a round
     benchmark.pedantic(runner, rounds=spec.rounds, warmup_rounds=spec.warmup)
 
-    figures = predict.figures(median(runner.steady(spec.rounds)), spec.rounds)
+    round_s = median(runner.steady(spec.rounds))
+    figures = predict.figures(round_s, spec.rounds)
+    per_batch_s = round_s / spec.batches_per_round
+    flops = device_utilisation(predict.batch_flops(), per_batch_s, accelerator)
     record(
         metric="samples_per_s",
         unit="samples/s",
@@ -43,4 +47,5 @@ def test_inference(
         cold_s=runner.cold_s,
         jit_compile=jit,
         **figures,
+        **flops.extra_info(),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_tpu import device_utilisation
 from pytest_tpu.timing import SyncedRounds, median
 from pytest_tpu.workloads import ResnetEpochs, default_jit_compile
 from pytest_tpu.workloads.sizes import RESNET_BATCHES
@@ -20,7 +21,9 @@ def test_resnet_epoch(
     runner()  # the first epoch compiles (and shards the optimizer): first_epoch_s, never a round
     benchmark.pedantic(runner, rounds=sizes.resnet.rounds, warmup_rounds=0)
 
-    figures = epochs.figures(median(runner.steady(sizes.resnet.rounds)))
+    epoch_s = median(runner.steady(sizes.resnet.rounds))
+    figures = epochs.figures(epoch_s)
+    flops = device_utilisation(epochs.step_flops(), epoch_s / epochs.steps, accelerator)
     record(
         metric="epoch_s",
         unit="s",
@@ -33,4 +36,5 @@ def test_resnet_epoch(
         first_epoch_s=runner.cold_s,
         jit_compile=jit,
         **figures,
+        **flops.extra_info(),
     )

@@ -3,6 +3,7 @@ replica, as the published TPU run fed each core."""
 
 from __future__ import annotations
 
+from pytest_tpu import device_utilisation
 from pytest_tpu.timing import SyncedRounds, median
 from pytest_tpu.workloads import TimeseriesSteps, default_jit_compile
 from pytest_tpu.workloads.sizes import TIMESERIES_BATCH
@@ -21,7 +22,9 @@ def test_timeseries_step(
     runner()  # one step that traces and compiles: first_step_s, never a round
     benchmark.pedantic(runner, rounds=spec.rounds, warmup_rounds=spec.warmup)
 
-    figures = steps.figures(median(runner.steady(spec.rounds)))
+    round_s = median(runner.steady(spec.rounds))
+    figures = steps.figures(round_s)
+    flops = device_utilisation(steps.step_flops(), round_s / steps.steps_per_round, accelerator)
     record(
         metric="step_ms",
         unit="ms",
@@ -35,4 +38,5 @@ def test_timeseries_step(
         first_step_s=runner.cold_s,
         jit_compile=jit,
         **figures,
+        **flops.extra_info(),
     )

@@ -324,3 +324,10 @@ def test_real_data_without_a_local_copy_is_a_clear_error(pytester, monkeypatch):
     )
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*needs a local copy of mnist.npz; looked for *empty*mnist.npz*"])
+
+
+def test_gru_flops_count_three_gates_and_the_head():
+    from pytest_tpu.workloads.timeseries import gru_train_flops
+
+    forward = (2 * 3 * 512 * (20 + 512) + 2 * 512 * 3) * 1344 * 32
+    assert gru_train_flops(32, 1344, 20) == pytest.approx(3 * forward)

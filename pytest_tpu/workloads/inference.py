@@ -145,6 +145,16 @@ class PredictBatches:
         self._report(f"round {len(self.latencies)}, {len(times)} batches", sum(times))
         return sum(times)
 
+    def batch_flops(self) -> float:
+        """Model FLOPs of one padded batch through the default IMDB LSTM (its forward pass,
+        analytically: the graph profiler counts the recurrent loop once)."""
+        from pytest_tpu.flops import TRAIN_FACTOR, lstm_train_flops
+        from pytest_tpu.workloads.data import IMDB_LENGTH
+        from pytest_tpu.workloads.lstm import EMBEDDING, UNITS
+
+        train = lstm_train_flops(self.padded_batch, IMDB_LENGTH, EMBEDDING, UNITS)
+        return train / TRAIN_FACTOR
+
     def steady_latencies(self, rounds: int) -> list[float]:
         """Per-batch seconds of the last ``rounds`` rounds (the warm-up rounds left out)."""
         return [t for times in self.latencies[-rounds:] for t in times] if rounds > 0 else []

@@ -102,3 +102,12 @@ class ResnetEpochs(TrainingRounds):
 
     def figures(self, epoch_s: float) -> dict[str, float]:
         return epoch_figures(epoch_s, self.steps, self.global_batch)
+
+    def step_flops(self) -> float:
+        """Model FLOPs of one training step (3x the forward pass over a global batch),
+        counted with TensorFlow's graph profiler (the network has no loop)."""
+        import tensorflow as tf
+
+        from pytest_tpu.flops import train_step_flops
+
+        return train_step_flops(self.model, tf.zeros((self.global_batch, *CIFAR10_SHAPE)))

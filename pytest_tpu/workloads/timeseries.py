@@ -40,6 +40,16 @@ def build_gru(jit_compile: bool, steps: int, signals: int) -> Any:
     return model
 
 
+def gru_train_flops(batch: int, steps: int, features: int, units: int = UNITS) -> float:
+    """Model FLOPs of one training step, counted analytically (the graph profiler counts a
+    recurrent loop once): three gates, each a product of ``[x, h]`` (``features + units``)
+    with ``units`` outputs, and the Dense(3) head, per time step and sample; 3x for training."""
+    from pytest_tpu.flops import TRAIN_FACTOR
+
+    per_step = 2.0 * 3 * units * (features + units) + 2.0 * units * WEATHER_TARGETS
+    return TRAIN_FACTOR * per_step * steps * batch
+
+
 def sequence_figures(round_s: float, steps: int, batch: int) -> dict[str, float]:
     """Step milliseconds, sequences per second and the seconds of a published 10-step epoch."""
     step_s = round_s / steps
@@ -73,10 +83,13 @@ class TimeseriesSteps(TrainingRounds):
         self.jit_compile = jit_compile
         self.per_replica_batch = per_replica_batch
         self.global_batch = ready.global_batch
-        self.sequence_length = int(steps)
+        self.sequence_length, self.signals = int(steps), int(signals)
         super().__init__(
             ready.model, ready.dataset, steps_per_round, 1, ready.strategy, progress, label
         )
 
     def figures(self, round_s: float) -> dict[str, float]:
         return sequence_figures(round_s, self.steps_per_round, self.global_batch)
+
+    def step_flops(self) -> float:
+        return gru_train_flops(self.global_batch, self.sequence_length, self.signals)
