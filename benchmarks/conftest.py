@@ -45,6 +45,25 @@ def imdb_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.
     return _load(lambda: workload_data_module.imdb(sizes.lstm.samples, workload_data))
 
 
+@pytest.fixture(scope="session")
+def cifar10_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.Arrays:
+    """CIFAR-10-shaped images for the ResNet (synthetic unless ``--tpu-workload-data=real``)."""
+    return _load(lambda: workload_data_module.cifar10(sizes.resnet.samples, workload_data))
+
+
+@pytest.fixture(scope="session")
+def weather_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.Arrays:
+    """Weather windows of 1344 hours for the GRU (synthetic unless ``--tpu-workload-data=real``)."""
+    spec = sizes.timeseries
+    return _load(lambda: workload_data_module.weather(spec.sequences, workload_data))
+
+
+@pytest.fixture(scope="session")
+def requests_data(sizes: WorkloadSizes, workload_data: str) -> workload_data_module.Arrays:
+    """IMDB-shaped reviews that the inference requests are cut from."""
+    return _load(lambda: workload_data_module.imdb(sizes.inference.samples, workload_data))
+
+
 @pytest.fixture
 def progress(pytestconfig: pytest.Config) -> Progress:
     """Write a line to the terminal while a test runs, under ``-v``; a no-op otherwise.

@@ -52,9 +52,10 @@ def _register_features(config: pytest.Config) -> None:
 
         register(config, settings)
     if settings.workers or settings.virtual_cpus or os.environ.get("TF_CONFIG"):
-        from pytest_tpu import cluster
+        from pytest_tpu import cluster, keras_rules
 
         cluster.register(config)
+        keras_rules.register(config)
 
 
 def register_measure(config: pytest.Config) -> None:

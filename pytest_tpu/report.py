@@ -32,12 +32,19 @@ EXTRA_METRICS = {
     "us_per_sample": ("per sample", "µs"),
     "tflops": ("", "TFLOP/s"),
     "samples_per_s": ("samples/s", ""),
+    "latency_p50_ms": ("p50", "ms"),
+    "latency_p90_ms": ("p90", "ms"),
     "pct_peak": ("% peak", ""),
     "achieved_tflops": ("model", "TFLOP/s"),
     "peak_memory_bytes": ("peak mem", "B"),
 }
 MEMORY_FIELD = "peak_memory_bytes"
-METRIC_NAMES = {"tflops": "FLOP/s", "epoch_s": "epoch time", "step_ms": "step time"}
+METRIC_NAMES = {
+    "tflops": "FLOP/s",
+    "epoch_s": "epoch time",
+    "step_ms": "step time",
+    "samples_per_s": "throughput",
+}
 VERDICTS = ("slower", "inconclusive", "faster", "unchanged", "new", "missing", "incompatible")
 
 
@@ -437,6 +444,7 @@ def _cross(
             [_figure(row.cells.get(k), name, table.metric) for row in ordered] for k in table.kinds
         ]
         factor, shown = units.pick_unit([v for col in cells for v in col if v is not None], unit)
+        shown = "" if shown == short else shown  # "samples/s" names itself
         for kind, column in zip(table.kinds, cells, strict=True):
             headers.append(" ".join(p for p in (kind, short, shown) if p))
             spreads = [_spread_of(row.cells.get(kind)) for row in ordered]

@@ -245,3 +245,26 @@ def test_plot_of_an_empty_session_is_still_a_picture(tmp_path):
 
     plot.draw(tmp_path / "empty.svg", [], None)
     assert "No benchmark ran" in (tmp_path / "empty.svg").read_text()
+
+
+def inference(kind, batch, rate, p50):
+    extra = {"metric": "samples_per_s", "unit": "samples/s", "higher_is_better": True}
+    extra |= {"samples_per_s": rate, "latency_p50_ms": p50, "latency_p90_ms": p50 * 1.2}
+    extra |= {"batch_size": batch, "cold_s": 2.0}
+    return result("inference", kind, extra, ids=str(batch), samples=(0.1, 0.1, 0.1))
+
+
+def test_inference_tables_show_throughput_and_latency():
+    results = [inference("cpu", b, r, p) for b, r, p in ((1, 125.0, 8.0), (64, 900.0, 68.0))]
+    results += [
+        inference("tpu", b, r * 20, p / 10) for b, r, p in ((1, 125.0, 8.0), (64, 900.0, 68.0))
+    ]
+    (table,) = report.build_tables(results)
+    assert table.title.startswith("test_inference: throughput in samples/s (higher is better)")
+    text = report.speedup_table(table)
+    assert "tpu/cpu" in text and " 20x " in text and "cpu cold" in text
+    cross = report.cross_table(table)
+    assert cross is not None
+    header = cross.splitlines()[0].split()
+    assert header.count("samples/s") == 2  # once per device, never doubled with its unit
+    assert "p50" in header and "ms" in header

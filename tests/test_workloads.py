@@ -16,14 +16,20 @@ import pytest
 from pytest_tpu.workloads import (
     DataNotFound,
     chain_steps,
+    cifar10,
     default_jit_compile,
     epoch_figures,
     flops,
     imdb,
+    inference_figures,
     mnist,
+    padded_batch,
+    padding_note,
+    sequence_figures,
     sizes_for,
     step_figures,
     tflops,
+    weather,
 )
 from pytest_tpu.workloads.sizes import SIZES
 
@@ -60,6 +66,10 @@ def test_sizes_grow_and_full_is_the_published_size():
     assert smoke.cnn.samples < default.cnn.samples < full.cnn.samples == 60_000
     assert smoke.lstm.samples < default.lstm.samples < full.lstm.samples == 25_000
     assert max(smoke.matmul.ns) < max(default.matmul.ns) < max(full.matmul.ns)
+    assert smoke.resnet.samples < default.resnet.samples < full.resnet.samples == 50_000
+    assert smoke.timeseries.sequences < default.timeseries.sequences < full.timeseries.sequences
+    assert full.timeseries.steps_per_round == 10  # a published epoch
+    assert smoke.inference.samples < default.inference.samples < full.inference.samples
     assert set(SIZES) == {"smoke", "default", "full"}
     with pytest.raises(ValueError, match="smoke, default, full"):
         sizes_for("huge")
@@ -71,8 +81,29 @@ def test_jit_compile_is_explicit_per_device():
     # Keras' XLA train step cannot read variables of another replica's device.
     assert default_jit_compile("gpu", "lstm", replicas=2) is False
     assert default_jit_compile("cpu", "matmul") is False
-    with pytest.raises(ValueError, match="matmul, cnn, lstm"):
-        default_jit_compile("cpu", "resnet")
+    assert default_jit_compile("cpu", "resnet") is False
+    with pytest.raises(ValueError, match="matmul, cnn, lstm, resnet, timeseries, inference"):
+        default_jit_compile("cpu", "bert")
+
+
+def test_inference_batches_are_padded_to_the_replicas_and_say_so():
+    assert [padded_batch(b, 8) for b in (1, 8, 9, 64)] == [8, 8, 16, 64]
+    assert padded_batch(5, 1) == 5
+    assert padding_note(8, 8, 8) == "none: 8 is a multiple of 8 replica(s)"
+    assert padding_note(1, 8, 8).startswith("padded 1 → 8 rows (a multiple of 8 replicas)")
+    with pytest.raises(ValueError, match="batch >= 1"):
+        padded_batch(0, 2)
+
+
+def test_inference_and_sequence_figures():
+    figures = inference_figures(round_s=0.5, batch=8, batches=10, latencies_s=[0.04] * 9 + [0.1])
+    assert figures["samples_per_s"] == pytest.approx(160.0)
+    assert figures["latency_p50_ms"] == pytest.approx(40.0)
+    assert figures["latency_p90_ms"] == pytest.approx(40.0 + 0.1 * 60.0)
+    step = sequence_figures(round_s=8.0, steps=2, batch=32)
+    assert step["step_ms"] == pytest.approx(4000.0)
+    assert step["samples_per_s"] == pytest.approx(8.0)
+    assert step["epoch_s"] == pytest.approx(40.0)  # 10 steps, the published epoch
 
 
 # --- data --------------------------------------------------------------------------------------
@@ -106,6 +137,38 @@ def test_real_data_come_from_the_keras_cache(tmp_path, monkeypatch):
     assert encoded.x[0, -4:].tolist() == [1, 3, 4, 2] and encoded.x[0, 0] == 0
     assert encoded.x[1, -1] == 299 + 3 and encoded.x.shape == (2, 250)
     assert encoded.y.ravel().tolist() == [1.0, 0.0]
+
+
+def test_synthetic_cifar_and_weather_have_the_published_shapes():
+    images = cifar10(4)
+    assert images.x.shape == (4, 32, 32, 3) and images.x.dtype == np.float32
+    assert images.y.shape == (4, 10) and (images.y.sum(axis=1) == 1).all()
+    windows = weather(2)
+    assert windows.x.shape == (2, 1344, 20) and windows.y.shape == (2, 1344, 3)
+    assert windows.x.dtype == np.float32 and 0.0 <= windows.y.min() <= windows.y.max() <= 1.0
+
+
+def test_real_cifar_and_weather_come_from_the_keras_cache(tmp_path, monkeypatch):
+    import pickle
+
+    folder = tmp_path / "datasets" / "cifar-10-batches-py-target" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    pixels = np.zeros((3, 3072), dtype=np.uint8)
+    pixels[:, :1024] = 255  # the red plane, channel-first as CIFAR stores it
+    batch = {b"data": pixels, b"labels": [7, 1, 2]}
+    (folder / "data_batch_1").write_bytes(pickle.dumps(batch))
+    hours = 40 * 6  # 10-minute rows
+    header = '"Date Time","p (mbar)","T (degC)","wv (m/s)","rh (%)"'
+    rows = [f"01.01.2009 00:{i:02d}:00,{1000 + i},{i % 7},{i % 3},{50}" for i in range(hours)]
+    (tmp_path / "datasets" / "jena_climate_2009_2016.csv").write_text("\n".join([header, *rows]))
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+
+    images = cifar10(2, "real")
+    assert images.x.shape == (2, 32, 32, 3) and images.x[..., 0].min() == 1.0
+    assert images.x[..., 1:].max() == 0.0 and images.y.argmax(axis=1).tolist() == [7, 1]
+    windows = weather(3, "real", steps=8)
+    assert windows.x.shape == (3, 8, 4) and windows.y.shape == (3, 8, 3)
+    assert windows.x.min() >= 0.0 and windows.x.max() <= 1.0
 
 
 def test_real_data_missing_names_where_it_looked(tmp_path, monkeypatch):
@@ -261,3 +324,10 @@ def test_real_data_without_a_local_copy_is_a_clear_error(pytester, monkeypatch):
     )
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*needs a local copy of mnist.npz; looked for *empty*mnist.npz*"])
+
+
+def test_gru_flops_count_three_gates_and_the_head():
+    from pytest_tpu.workloads.timeseries import gru_train_flops
+
+    forward = (2 * 3 * 512 * (20 + 512) + 2 * 512 * 3) * 1344 * 32
+    assert gru_train_flops(32, 1344, 20) == pytest.approx(3 * forward)

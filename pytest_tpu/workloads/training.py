@@ -18,11 +18,11 @@ Progress = Callable[[str], None]
 # replica's device (TensorFlow's "tf.Variable on a different device" XLA limitation), and on the
 # 2-core development CPUs XLA was slower for all three workloads (10x for the CNN's convolution
 # gradients, 2x for the LSTM step, up to 2x for the bfloat16 matmul chain).
-WORKLOADS: tuple[str, ...] = ("matmul", "cnn", "lstm")
+WORKLOADS: tuple[str, ...] = ("matmul", "cnn", "lstm", "resnet", "timeseries", "inference")
 
 
 def default_jit_compile(kind: str, workload: str, replicas: int = 1) -> bool:
-    """The ``jit_compile`` the suite uses for ``workload`` ("matmul", "cnn", "lstm") on a device
+    """The ``jit_compile`` the suite uses for ``workload`` (one of ``WORKLOADS``) on a device
     of ``kind`` with ``replicas`` replicas."""
     if workload not in WORKLOADS:
         raise ValueError(f"unknown workload {workload!r}; valid: {', '.join(WORKLOADS)}")
