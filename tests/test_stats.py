@@ -15,6 +15,8 @@ from pytest_tpu.gate.stats import (
     estimate,
     lower_mean,
     midmean,
+    pair_differences,
+    paired_change,
     round_ratios,
     t_cdf,
     t_ppf,
@@ -116,3 +118,24 @@ def test_estimates_survive_json():
     assert again.log == pytest.approx(found.log) and again.blocks == found.blocks
     with pytest.raises(ValueError, match="estimate"):
         Estimate.from_json([1, 2])
+
+
+def test_rounds_pair_with_their_neighbour_in_time():
+    # Turns 0,1 are pair 0 and 2,3 pair 1 (ABBA: head, base, base, head).
+    head = [(0, 1.10), (3, 2.20)]
+    base = [(1, 1.00), (2, 2.00)]
+    assert pair_differences(head, base) == pytest.approx([math.log(1.1), math.log(1.1)])
+
+
+def test_paired_rounds_cancel_drift_that_unpaired_rounds_would_see():
+    rng = np.random.default_rng(5)
+    drift = np.exp(np.cumsum(rng.normal(0, 0.03, 400)))  # the machine wanders by tens of percent
+    head = [
+        (2 * k + (k % 2 == 1), 1.05 * d * math.exp(rng.normal(0, 0.01)))
+        for k, d in enumerate(drift)
+    ]
+    base = [(2 * k + (k % 2 == 0), d * math.exp(rng.normal(0, 0.01))) for k, d in enumerate(drift)]
+    found = paired_change(pair_differences(head, base))
+    assert found is not None
+    assert found.low < 0.05 < found.high and found.high - found.low < 0.01
+    assert "400 paired rounds" in found.source

@@ -1,0 +1,202 @@
+"""Does --compare-ref hold? A/A, +5 % and +10 % commits, quiet and with a bursty neighbour.
+
+Builds a throwaway git repository whose benchmark file (the gate experiment's matmul chain, Keras
+CNN and numpy workloads, both pytest-benchmark styles, three copies each) is committed once as the
+base and three times as heads, each head doing 0 %, 5 % and 10 % more work in its copies, rotated:
+the extra work is in real commits, not in an environment variable. Each comparison checks a head
+out and runs ``pytest --compare-ref=base --fail-on-regression=PCT``; every session thus measures
+all three arms. Prints, per condition, workload, style and arm, how often the gate failed and how
+the rest were judged, with the session's cost against a plain run of the same benchmarks.
+
+    python experiments/compare_ref/run.py --repeats 20 --threshold 5 --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = HERE.parent / "gate" / "workloads.py"
+ARMS = (0.0, 0.05, 0.10)
+COPIES = ("a", "b", "c")
+KEEP = ("matmul", "cnn", "numpy")  # the workloads the issue names
+FAIL_RE = re.compile(r"^REGRESSION \S+::(test_\w+\[\w+-[abc]\]): ")
+
+
+def benchmark_file(arms: dict[str, float]) -> str:
+    """The gate experiment's workloads with the arms written into the file itself."""
+    text = WORKLOADS.read_text()
+    start = text.index("ARMS = dict(")
+    end = text.index(")\n\n", start) + 2
+    text = text[:start] + f"ARMS = {arms!r}\n" + text[end:]
+    dropped = [kind for kind in ("transformer",) if kind not in KEEP]
+    for kind in dropped:
+        text = re.sub(rf'\n    "{kind}": \([^)]*\),', "", text)
+    return text
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def make_repo(repo: Path) -> None:
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "base")
+    git(repo, "config", "user.email", "experiment@example.com")
+    git(repo, "config", "user.name", "experiment")
+    (repo / "test_work.py").write_text(benchmark_file(dict.fromkeys(COPIES, 0.0)))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    for rotation in range(3):
+        arms = {copy: ARMS[(rotation + j) % 3] for j, copy in enumerate(COPIES)}
+        git(repo, "checkout", "-q", "-b", f"head{rotation}", "base")
+        (repo / "test_work.py").write_text(benchmark_file(arms))
+        git(repo, "commit", "-qam", f"head {arms}")
+
+
+def neighbour(stop: Path) -> subprocess.Popen[bytes]:
+    """A process keeping one core busy in random bursts lasting seconds, until ``stop`` exists."""
+    code = (
+        "import random, time, pathlib\n"
+        f"stop = pathlib.Path({str(stop)!r})\n"
+        "while not stop.exists():\n"
+        "    end = time.monotonic() + random.uniform(1, 5)\n"
+        "    while time.monotonic() < end: pass\n"
+        "    time.sleep(random.uniform(1, 5))\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def pytest_run(repo: Path, args: list[str]) -> tuple[str, float]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_work.py", "-q", "-p", "no:cacheprovider", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return done.stdout + done.stderr, time.monotonic() - started
+
+
+def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[dict[str, object]]:
+    rotation = index % 3
+    arms = {copy: ARMS[(rotation + j) % 3] for j, copy in enumerate(COPIES)}
+    git(repo, "checkout", "-q", f"head{rotation}")
+    report = log.with_suffix(".json")
+    out, seconds = pytest_run(
+        repo,
+        [
+            "--compare-ref=base",
+            f"--fail-on-regression={threshold:g}",
+            f"--tpu-report={report}",
+        ],
+    )
+    log.write_text(out)
+    failed = {m.group(1) for line in out.splitlines() if (m := FAIL_RE.match(line))}
+    rows = json.loads(report.read_text())["comparison"]["rows"] if report.exists() else []
+    records = []
+    for row in rows:
+        name = str(row["name"]).partition("::")[2]
+        test, _, params = name.partition("[")
+        kind, copy = params.rstrip("]").split("-")
+        records.append(
+            {
+                "workload": kind,
+                "style": test.removeprefix("test_"),
+                "arm": arms[copy],
+                "verdict": row["verdict"],
+                "failed": name in failed,
+                "change_pct": row["change_pct"],
+                "detectable_pct": row["detectable_pct"],
+                "seconds": seconds,
+                "session": index,
+            }
+        )
+    return records
+
+
+def condition(name: str, options: argparse.Namespace, root: Path) -> list[dict[str, object]]:
+    repo = root / f"repo-{name}"
+    make_repo(repo)
+    git(repo, "checkout", "-q", "head0")
+    _, plain = pytest_run(repo, [])
+    print(f"[{name}] plain run of the same benchmarks: {plain:.0f} s", flush=True)
+    records = []
+    for index in range(options.repeats):
+        found = compare_once(repo, index, options.threshold, root / f"{name}-{index:02d}.log")
+        for record in found:
+            record.update(condition=name, plain_s=plain)
+        records += found
+        false = sum(bool(r["failed"]) for r in found if r["arm"] == 0)
+        cost = found[0]["seconds"] if found else 0
+        print(f"[{name}] {index + 1}: {len(found)} rows, {false} false, {cost:.0f} s", flush=True)
+    return records
+
+
+def table(records: list[dict[str, object]]) -> str:
+    groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
+    for r in records:
+        groups[(r["condition"], r["workload"], r["style"], r["arm"])].append(r)
+    lines = [
+        "| condition | workload | style | work | failed | inconclusive | median detectable |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups, key=str):
+        rows = groups[key]
+        fails = sum(bool(r["failed"]) for r in rows)
+        doubt = sum(r["verdict"] == "inconclusive" for r in rows)
+        found = sorted(float(r["detectable_pct"]) for r in rows if r["detectable_pct"] is not None)
+        median = f"{found[len(found) // 2]:.1f}%" if found else "-"
+        cond, workload, style, arm = key
+        lines.append(
+            f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {fails}/{len(rows)} "  # type: ignore[arg-type]
+            f"| {doubt}/{len(rows)} | {median} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threshold", type=float, default=5.0)
+    parser.add_argument("--conditions", default="quiet,neighbour")
+    parser.add_argument("--out", type=Path, help="write every row as JSON")
+    parser.add_argument("--keep", type=Path, help="keep the repositories and logs here")
+    options = parser.parse_args()
+    started = time.monotonic()
+    records: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="compare-ref-experiment-") as scratch:
+        root = options.keep or Path(scratch)
+        root.mkdir(parents=True, exist_ok=True)
+        for name in options.conditions.split(","):
+            stop = root / f"stop-{name}"
+            busy = neighbour(stop) if name == "neighbour" else None
+            try:
+                records += condition(name, options, root)
+            finally:
+                stop.touch()
+                if busy is not None:
+                    busy.wait(timeout=30)
+            if options.out:
+                options.out.write_text(json.dumps(records, indent=1))
+    print(table(records))
+    sessions = {(r["condition"], r["session"]): r for r in records}
+    ratios = sorted(float(r["seconds"]) / float(r["plain_s"]) for r in sessions.values())
+    if ratios:
+        print(f"cost against a plain run: median {ratios[len(ratios) // 2]:.2f}x")
+    print(f"wall time: {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
