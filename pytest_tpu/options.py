@@ -153,6 +153,25 @@ def parse_percent(value: str) -> float:
     return number
 
 
+GATED_METRICS: tuple[str, ...] = ("time", "memory", "compile")
+
+
+def parse_thresholds(value: str) -> dict[str, float]:
+    """``5%`` (time) or ``time:5%,memory:2%,compile:25%``: a percentage per gated metric."""
+    thresholds: dict[str, float] = {}
+    for part in (item.strip() for item in value.split(",")):
+        metric, sep, pct = part.rpartition(":")
+        metric = metric.strip().lower() if sep else "time"
+        if metric not in GATED_METRICS:
+            raise argparse.ArgumentTypeError(
+                f"{metric!r} in {value!r} is not a gated metric; valid: {', '.join(GATED_METRICS)}"
+            )
+        if metric in thresholds:
+            raise argparse.ArgumentTypeError(f"{metric!r} appears twice in {value!r}")
+        thresholds[metric] = parse_percent(pct)
+    return thresholds
+
+
 def parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
     """A validator accepting exactly one of ``choices``."""
 
@@ -337,8 +356,9 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
         parser,
         "--fail-on-regression",
         f"Fail the session (exit code {REGRESSION_EXIT_CODE}) "
-        "when a benchmark is slower than the baseline by more than PCT, with confidence.",
-        type=parse_percent,
+        "when a benchmark is slower than the baseline by more than PCT, with confidence; "
+        "per metric: time:5%,memory:2%,compile:25% (a plain 5% means time).",
+        type=parse_thresholds,
         metavar="PCT",
     )
     _add(
@@ -441,7 +461,8 @@ class Settings:
     compare_ref: str | None
     baseline_dir: Path
     compare_force: bool
-    fail_on_regression: float | None
+    fail_on_regression: float | None  # the time threshold in %, None when time is not gated
+    thresholds: dict[str, float]  # every gated metric's threshold in % (empty: no gate)
     measure_noise: bool
     speedup_reference: str
     report: Path | None
@@ -449,6 +470,11 @@ class Settings:
     workers: int | None
     profile_regressions: Path | None
     tpu_threads: int | None = None
+
+    @property
+    def gating(self) -> bool:
+        """Whether --fail-on-regression asked the session to fail on any metric."""
+        return bool(self.thresholds)
 
 
 def _path(config: pytest.Config, name: str) -> Path | None:
@@ -474,6 +500,7 @@ def _check_not_a_path(config: pytest.Config, option: str) -> str | None:
 def resolve_settings(config: pytest.Config) -> Settings:
     """Resolve all settings; raises ``pytest.UsageError`` naming the bad option."""
     baseline_dir = _path(config, "tpu_baseline_dir") or config.rootpath / DEFAULT_BASELINE_DIR
+    thresholds: dict[str, float] = resolve(config, "fail_on_regression", parse_thresholds, {})
     return Settings(
         accelerator=resolve(
             config,
@@ -494,7 +521,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
         compare_ref=resolve(config, "compare_ref", str, None) or None,
         baseline_dir=baseline_dir,
         compare_force=bool(config.getoption("tpu_compare_force")),
-        fail_on_regression=resolve(config, "fail_on_regression", parse_percent, None),
+        fail_on_regression=thresholds.get("time"),
+        thresholds=thresholds,
         measure_noise=bool(config.getoption("tpu_measure_noise")),
         speedup_reference=resolve(config, "tpu_speedup_reference", parse_speedup_reference, "cpu"),
         report=_path(config, "tpu_report"),

@@ -20,6 +20,10 @@ MARKER = (
 )
 # The plugin's ``accelerator`` fixture requests this one, so a test whose fixture closure holds
 # it is resolved by the plugin's fixture, not by a project's own ``accelerator``.
+THRESHOLD_MARKER = (
+    "regression_threshold(time=..., memory=..., compile=...): this benchmark's (or, on a class "
+    "or module, this group's) --fail-on-regression thresholds, such as time='10%'"
+)
 OWNER_FIXTURE = "_pytest_tpu_device"
 SUMMARY_PLUGIN_NAME = "pytest-tpu-summary"
 MEASURE_PLUGIN_NAME = "pytest-tpu-measure"
@@ -31,6 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", THRESHOLD_MARKER)
     config.stash[session_key] = DeviceSession(resolve_settings(config))
     store = config.stash[results_key] = ResultStore()
     config.pluginmanager.register(ResultCollector(config, store), "pytest-tpu-results")
@@ -72,7 +77,7 @@ def _gate_wanted(settings: Settings) -> bool:
     wanted = (
         settings.save_baseline,
         settings.compare,
-        settings.fail_on_regression,
+        settings.thresholds,
         settings.measure_noise,
     )
     return any(value not in (None, False) for value in wanted)
@@ -135,6 +140,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the device fixture goes back in, before any setup.
     """
     for item in items:
+        if item.get_closest_marker("regression_threshold") is not None:
+            from pytest_tpu.gate.plugin import marker_thresholds
+
+            marker_thresholds(item)  # a bad marker is a usage error naming the test, now
         callspec = getattr(item, "callspec", None)
         fixturenames = getattr(item, "fixturenames", None)
         if callspec is None or fixturenames is None or "accelerator" in fixturenames:

@@ -574,7 +574,8 @@ def to_markdown(
 
 def gate_text(gate: dict[str, Any]) -> str:
     """``**Regression gate (5%): passed**``: the session's verdict in one line."""
-    return f"**Regression gate ({gate['threshold_pct']:g}%): {gate['verdict']}**"
+    limits = ", ".join(f"{m} {pct:g}%" for m, pct in gate.get("thresholds_pct", {}).items())
+    return f"**Regression gate ({limits or gate['threshold_pct']}): {gate['verdict']}**"
 
 
 def row_details(row: ComparisonRow) -> str:

@@ -150,11 +150,15 @@ class SummaryPlugin:
         """The gate's threshold and the session's verdict, when --fail-on-regression decided."""
         from pytest_tpu.gate.compare import verdict_key
 
-        threshold = self._settings().fail_on_regression
+        settings = self._settings()
         verdict = self.config.stash.get(verdict_key, None)
-        if threshold is None or verdict is None:
+        if not settings.gating or verdict is None:
             return None
-        return {"threshold_pct": threshold, "verdict": verdict}
+        return {
+            "threshold_pct": settings.fail_on_regression,
+            "thresholds_pct": dict(settings.thresholds),
+            "verdict": verdict,
+        }
 
     def _write(self, path: Path, writer: Callable[[Path], None]) -> None:
         try:
@@ -239,7 +243,8 @@ def from_gate_row(row: Row) -> ComparisonRow:
     note = "; ".join(notes)
     mode = "paired" if "paired" in row.noise_source else "calibrated" if row.calibrated else "raw"
     return ComparisonRow(
-        name=row.nodeid,
+        # Memory and first-call rows sit under the benchmark's own, named by their metric.
+        name=row.nodeid if row.metric == "time" else f"{row.nodeid} ({row.metric})",
         kind=kind_of(row.nodeid),
         metric=row.metric,
         unit=row.unit,
@@ -251,7 +256,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
         ci_high=pct(row.high),
         verdict=verdict,
         note=note,
-        mode=mode if row.status == "compared" else "",
+        mode=mode if row.status == "compared" and row.metric == "time" else "",
         machine_pct=pct(row.machine),
         noise_source=row.noise_source,
         detectable_pct=pct(row.detectable),

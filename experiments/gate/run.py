@@ -30,11 +30,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 ARMS = (0.0, 0.05, 0.10)
 COPIES = ("a", "b", "c")
-ROW_RE = re.compile(r"^  (\S+::test_\w+\[\w+-[abc]\]): (\w+) time")
-OURS_FAIL_RE = re.compile(r"^REGRESSION (\S+): ")
+OURS_FAIL_RE = re.compile(r"^REGRESSION (\S+): time")
 # pytest-benchmark names a failing benchmark by its test name, without the file.
 THEIRS_FAIL_RE = re.compile(r"^\s+(test_\w+\[\w+-[abc]\]) \(\d+_\w+\) - Field")
-DETECT_RE = re.compile(r"catches 4 times in 5 is ([\d.]+|no estimate)")
 
 
 def neighbour(stop: Path) -> subprocess.Popen[bytes]:
@@ -67,28 +65,31 @@ def session(work: Path, arms: dict[str, float], extra: list[str]) -> str:
     return done.stdout + done.stderr
 
 
-def parse(out: str, arms: dict[str, float]) -> list[dict[str, object]]:
+def parse(out: str, report: Path, arms: dict[str, float]) -> list[dict[str, object]]:
+    """Rows from the --tpu-report JSON; failures from both gates' own lines."""
     ours_failed = {m.group(1) for line in out.splitlines() if (m := OURS_FAIL_RE.match(line))}
     theirs = {m.group(1) for line in out.splitlines() if (m := THEIRS_FAIL_RE.match(line))}
+    rows = json.loads(report.read_text())["comparison"]["rows"] if report.exists() else []
     records = []
-    for line in out.splitlines():
-        match = ROW_RE.match(line)
-        if not match:
+    for row in rows:
+        nodeid = str(row["name"])
+        if row["metric"] != "time" or "::" not in nodeid:
             continue
-        nodeid, verdict = match.groups()
         test, _, params = nodeid.partition("::")[2].partition("[")
         kind, copy = params.rstrip("]").split("-")
-        detect = DETECT_RE.search(line)
         records.append(
             {
                 "workload": kind,
                 "style": test.removeprefix("test_"),
                 "arm": arms[copy],
-                "verdict": verdict,
+                "verdict": row["verdict"],
                 "ours_failed": nodeid in ours_failed,
                 "theirs_failed": nodeid.partition("::")[2] in theirs,
-                "detectable": detect.group(1) if detect else None,
-                "line": line.strip(),
+                "change_pct": row["change_pct"],
+                "detectable_pct": row["detectable_pct"],
+                "mode": row["mode"],
+                "machine_pct": row["machine_pct"],
+                "note": row["note"],
             }
         )
     return records
@@ -107,17 +108,19 @@ def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[s
     records = []
     for index in range(options.repeats):
         arms = {copy: ARMS[(index + j) % 3] for j, copy in enumerate(COPIES)}
+        report = work / f"session-{index:02d}.json"
         out = session(
             work,
             arms,
             [
+                f"--tpu-report={report}",
                 "--compare=exp",
                 f"--fail-on-regression={options.threshold:g}",
                 "--benchmark-compare=0001",
                 f"--benchmark-compare-fail=median:{options.threshold:g}%",
             ],
         )
-        found = parse(out, arms)
+        found = parse(out, report, arms)
         (work / f"session-{index:02d}.log").write_text(out)
         for record in found:
             record.update(condition=name, session=index)

@@ -22,9 +22,13 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate.history import RunSummary, noise_logs, sessions
-from pytest_tpu.gate.stats import Change, change, widened
+from pytest_tpu.gate.stats import Change, Estimate, change, widened
 
 DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression is given
+# Verdict thresholds of the other metrics when none is given: a first call (trace, compile)
+# varies far more between sessions than steady rounds do.
+DEFAULT_THRESHOLDS = {"time": DEFAULT_THRESHOLD, "memory": 0.05, "compile": 0.25}
+METRIC_UNITS = {"memory": "B", "compile": "s"}
 FAIL_CONFIDENCE = 0.99  # how sure "slower" must be
 MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called drift
 # How much of the machine's drift since the baseline the ratios to the kernel may have failed to
@@ -316,6 +320,79 @@ def _common(current: Side, base: Side | None) -> dict[str, Any]:
     }
 
 
+def _metric_common(nodeid: str, metric: str, base: float, now: float) -> dict[str, Any]:
+    return {
+        "nodeid": nodeid,
+        "status": "compared",
+        "metric": metric,
+        "unit": METRIC_UNITS[metric],
+        "base_value": base,
+        "current_value": now,
+        "change": now / base - 1,
+    }
+
+
+def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold: float) -> Row:
+    """Peak memory is deterministic for the same code and data: compared with the largest
+    saved value, no interval, so a run only fails on memory it really added."""
+    largest = max(history)
+    common = _metric_common(nodeid, "memory", largest, now)
+    grown = now > largest * (1 + threshold)
+    verdict = "slower" if grown else "faster" if now < largest * (1 - threshold) else "unchanged"
+    return Row(
+        verdict=verdict,
+        regression=grown,
+        noise_source=f"deterministic: against the largest of {len(history)} saved runs",
+        **common,
+    )
+
+
+def compare_compile(nodeid: str, history: Sequence[float], now: float, threshold: float) -> Row:
+    """The first call (trace, compile) once per run: its spread is measured across saved runs."""
+    common = _metric_common(nodeid, "compile", math.exp(_mean_log(history)), now)
+    if len(history) < 2:
+        return Row(
+            verdict="inconclusive",
+            noise_source="1 saved run",
+            reason="one saved run: how much the first call varies between sessions is not known",
+            **common,
+        )
+    one = [Estimate(math.log(x), 0.0, 0.0, 1) for x in history]
+    found = change(one, Estimate(math.log(now), 0.0, 0.0, 1))
+    assert found is not None
+    decision = decide(Measured(found, "raw", None), threshold)
+    return replace(
+        Row(
+            verdict=decision.verdict,
+            low=found.low,
+            high=found.high,
+            confidence=found.p_slower,
+            detectable=found.detectable,
+            regression=decision.regression,
+            noise_source=found.source,
+            reason=decision.reason,
+            **common,
+        ),
+        change=found.estimate,
+    )
+
+
+def _mean_log(values: Sequence[float]) -> float:
+    return math.fsum(math.log(x) for x in values) / len(values)
+
+
+def metric_rows(base: Side, current: Side, thresholds: Mapping[str, float]) -> list[Row]:
+    """The memory and first-call rows of a benchmark both sides measured them for."""
+    rows = []
+    now = current.latest.metrics
+    for metric, compare in (("memory", compare_memory), ("compile", compare_compile)):
+        history = [r.metrics[metric] for r in sessions(base.runs) if metric in r.metrics]
+        if history and metric in now:
+            threshold = thresholds.get(metric, DEFAULT_THRESHOLDS[metric])
+            rows.append(compare(current.nodeid, history, now[metric], threshold))
+    return rows
+
+
 def compare_runs(
     base: Mapping[str, Side],
     current: Mapping[str, Side],
@@ -323,15 +400,24 @@ def compare_runs(
     threshold: float = DEFAULT_THRESHOLD,
     force: bool = False,
     failed: Iterable[str] = (),
+    thresholds: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Row]:
-    """Every row: compared, new, failed in this run, or missing from this run."""
+    """Every row: compared, new, failed in this run, or missing from this run.
+
+    ``thresholds`` holds a benchmark's own thresholds per metric (fractions), from its marker
+    and the session's --fail-on-regression; ``threshold`` is the time threshold otherwise.
+    """
     failed = set(failed) - set(current)
-    rows = [
-        compare_one(base[key], side, threshold, force)
-        if key in base
-        else Row(status="new", **_common(side, None))
-        for key, side in current.items()
-    ]
+    rows = []
+    for key, side in current.items():
+        if key not in base:
+            rows.append(Row(status="new", **_common(side, None)))
+            continue
+        own = (thresholds or {}).get(key, {})
+        row = compare_one(base[key], side, own.get("time", threshold), force)
+        rows.append(row)
+        if row.status == "compared":
+            rows += metric_rows(base[key], side, own)
     for key in sorted(failed):
         rows.append(Row(nodeid=key, status="failed", base_value=_location(base.get(key), True)))
     for key, side in base.items():

@@ -10,13 +10,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_tpu.gate.stats import Estimate, estimate, lower_mean, midmean, round_ratios
 
 DEFAULT_KEEP = 5  # runs kept per benchmark and baseline name (--tpu-baseline-history)
 SOURCES = ("run", "noise")
+# One value per run of the metrics gated besides time, from extra_info, first key found wins:
+# the memory the rounds added (the device allocator's peak, or peak RSS on a CPU), and the first
+# call's time (trace and compile): the suite's own cold_s/first_epoch_s/first_step_s, or the
+# plugin's first_call_s for users' benchmarks.
+METRIC_KEYS = {
+    "memory": ("peak_memory_increase_bytes", "peak_memory_bytes"),
+    "compile": ("cold_s", "first_epoch_s", "first_step_s", "first_call_s"),
+}
+
+
+def metrics_of(extra_info: Mapping[str, Any]) -> dict[str, float]:
+    """The gated metrics a result carries, as positive numbers."""
+    found: dict[str, float] = {}
+    for metric, keys in METRIC_KEYS.items():
+        for key in keys:
+            value = extra_info.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+                found[metric] = float(value)
+                break
+    return found
 
 
 @dataclass(frozen=True)
@@ -31,6 +51,7 @@ class RunSummary:
     when: str = ""
     commit: str | None = None
     source: str = "run"  # "run", or "noise" for a --measure-noise repetition
+    metrics: Mapping[str, float] = field(default_factory=dict)  # memory, compile: one value
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +63,7 @@ class RunSummary:
             "when": self.when,
             "commit": self.commit,
             "source": self.source,
+            "metrics": dict(self.metrics),
         }
 
     @classmethod
@@ -56,6 +78,12 @@ class RunSummary:
         if source not in SOURCES:
             raise ValueError(f"'source' is {source!r}; valid: {', '.join(SOURCES)}")
         commit = data.get("commit")
+        metrics = data.get("metrics", {})
+        if not isinstance(metrics, Mapping) or not all(
+            key in METRIC_KEYS and isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+            for key, v in metrics.items()
+        ):
+            raise ValueError("'metrics' is not an object of positive memory/compile values")
         return cls(
             rounds=rounds,
             raw=Estimate.from_json(data.get("raw")),
@@ -65,6 +93,7 @@ class RunSummary:
             when=str(data.get("when", "")),
             commit=commit if isinstance(commit, str) else None,
             source=source,
+            metrics={key: float(v) for key, v in metrics.items()},
         )
 
 
@@ -80,6 +109,7 @@ def summarize(
     when: str = "",
     commit: str | None = None,
     source: str = "run",
+    metrics: Mapping[str, float] | None = None,
 ) -> RunSummary | None:
     """Summarise a run's rounds (in measured order) and the kernel timed before each round."""
     raw = estimate(samples, lower_mean)
@@ -98,6 +128,7 @@ def summarize(
         when=when,
         commit=commit,
         source=source,
+        metrics=dict(metrics or {}),
     )
 
 

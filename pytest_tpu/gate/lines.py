@@ -53,14 +53,9 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
     failing = [row for row in measured if row.regression]
     doubtful = [row for row in measured if row.verdict == "inconclusive"]
     if not failing:
-        note = f"; {len(doubtful)} inconclusive (see above)" if doubtful else ""
+        note = f"; {len(doubtful)} inconclusive (see the table)" if doubtful else ""
         return [f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"]
-    lines = [
-        f"REGRESSION {row.nodeid}: time {pct(row.change)} vs {name!r} "
-        f"(95% interval {pct(row.low)} .. {pct(row.high)}; {sure(row.confidence)} sure it is "
-        f"slower; {row.reason or 'measured once'})"
-        for row in failing
-    ]
+    lines = [_regression_line(row, name) for row in failing]
     lines.append(
         f"regression gate ({threshold:g}%): FAILED, {len(failing)} benchmark(s) regressed "
         f"and confirmed; exit code {REGRESSION_EXIT_CODE}"
@@ -76,3 +71,17 @@ def noise_line(nodeid: str, raw: float | None, calibrated: float | None, runs: i
     if calibrated is not None:
         spread += f", calibrated spread {calibrated:.2%}"
     return f"  {nodeid}: {runs} runs, {spread} (run to run within this session)"
+
+
+def _regression_line(row: Row, name: str | None) -> str:
+    if row.metric == "memory":  # deterministic: no interval to give
+        return (
+            f"REGRESSION {row.nodeid}: memory {pct(row.change)} vs {name!r} "
+            f"({row.current_value:.0f} B against at most {row.base_value:.0f} B; "
+            f"{row.noise_source})"
+        )
+    return (
+        f"REGRESSION {row.nodeid}: {row.metric} {pct(row.change)} vs {name!r} "
+        f"(95% interval {pct(row.low)} .. {pct(row.high)}; {sure(row.confidence)} sure it is "
+        f"slower; {row.reason or 'measured once'})"
+    )

@@ -29,7 +29,7 @@ from pytest_tpu.gate.compare import (
     regressions,
     verdict_key,
 )
-from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, summarize
+from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, summarize
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict, noise_line
 from pytest_tpu.gate.stats import relative_spread
 from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
@@ -56,6 +56,7 @@ class Measurements:
     """What the session's reports carried besides the results: kernels, repeats, confirmations."""
 
     calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)  # from markers
     noise: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     confirm: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -64,7 +65,7 @@ def _summary(result: BenchResult, calibration: dict[str, Any] | None, **kw: Any)
     timings = (calibration or {}).get("timings") or []
     kind = str((calibration or {}).get("kind", ""))
     aligned = timings if len(timings) == len(result.samples) else []
-    run = summarize(result.samples, aligned, kind, **kw)
+    run = summarize(result.samples, aligned, kind, metrics=metrics_of(result.extra_info), **kw)
     assert run is not None  # passed results have samples
     return run
 
@@ -89,9 +90,7 @@ class GatePlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Usage errors before any benchmark runs; workers load the baseline to confirm."""
         settings = self.settings
-        if settings.fail_on_regression is not None and not (
-            settings.compare or settings.compare_ref
-        ):
+        if settings.gating and not (settings.compare or settings.compare_ref):
             raise pytest.UsageError(
                 "--fail-on-regression needs something to compare with: add --compare=NAME "
                 "(a baseline saved with --save-baseline=NAME) or --compare-ref=REF"
@@ -151,6 +150,10 @@ class GatePlugin:
             data = {"timings": record.aligned(rounds), "kind": record.kind}
             setattr(report, remeasure.CALIBRATION_ATTR, data)
             del item.stash[recording_key]
+        if call.when == "call":
+            own = marker_thresholds(item)
+            if own:
+                setattr(report, remeasure.THRESHOLDS_ATTR, own)
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -172,9 +175,7 @@ class GatePlugin:
 
     def _may_fail(self, item: pytest.Item) -> bool:
         base = self.baseline
-        return self.settings.fail_on_regression is not None and (
-            base is not None and item.nodeid in base.sides
-        )
+        return self.settings.gating and (base is not None and item.nodeid in base.sides)
 
     def _noise_runs(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[Any]:
         if not self.settings.measure_noise:
@@ -223,6 +224,7 @@ class GatePlugin:
             (remeasure.CALIBRATION_ATTR, self.seen.calibration),
             (remeasure.NOISE_ATTR, self.seen.noise),
             (remeasure.CONFIRM_ATTR, self.seen.confirm),
+            (remeasure.THRESHOLDS_ATTR, self.seen.thresholds),
         ):
             value = getattr(report, attr, None)
             if value:
@@ -287,19 +289,26 @@ class GatePlugin:
             threshold=self._threshold(),
             force=self.settings.compare_force,
             failed=[result.nodeid for result in results.failed],
+            thresholds={key: self._thresholds_of(key) for key in current},
         )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(str(self.baseline.path), rows)
-        if self.settings.fail_on_regression is not None:
+        if self.settings.gating:
             self._decide(session, rows)
+
+    def _thresholds_of(self, nodeid: str) -> dict[str, float]:
+        """A benchmark's thresholds (fractions): its marker's, over the session's."""
+        merged = {**self.settings.thresholds, **self.seen.thresholds.get(nodeid, {})}
+        return {metric: pct / 100 for metric, pct in merged.items()}
 
     def _decide(self, session: pytest.Session, rows: list[Row]) -> None:
         threshold = self.settings.fail_on_regression or 5.0
-        self.lines += gate_lines(rows, threshold, self.settings.compare)
-        failing = regressions(rows)
+        gated = [r for r in rows if r.metric in self._thresholds_of(r.nodeid)]
+        self.lines += gate_lines(gated or rows, threshold, self.settings.compare)
+        failing = regressions(gated)
         if failing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REGRESSION_EXIT_CODE
-        self.config.stash[verdict_key] = gate_verdict(rows)
+        self.config.stash[verdict_key] = gate_verdict(gated or rows)
         if failing and self.settings.profile_regressions is not None:
             # After the verdict, so the profiler's re-run never touches this session's timings.
             from pytest_tpu.profiling import profile_regressions
@@ -396,3 +405,35 @@ class GatePlugin:
                 terminalreporter.write_line(line)
         except Exception as exc:  # a summary must never turn a verdict into a traceback
             terminalreporter.write_line(f"pytest-tpu: could not print the gate summary: {exc}")
+
+
+MARKER = "regression_threshold"
+
+
+def marker_thresholds(item: pytest.Item) -> dict[str, float]:
+    """``@pytest.mark.regression_threshold(time="10%", memory="2%")``: percent per metric.
+
+    The closest marker wins, so one on a class or module (``pytestmark``) sets a group's.
+    """
+    from pytest_tpu.options import GATED_METRICS, parse_percent
+
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return {}
+    if marker.args or not marker.kwargs:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{MARKER} takes metric=percent keywords, "
+            f"from: {', '.join(GATED_METRICS)}"
+        )
+    found = {}
+    for metric, value in marker.kwargs.items():
+        if metric not in GATED_METRICS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.{MARKER}({metric}=...): valid metrics are "
+                f"{', '.join(GATED_METRICS)}"
+            )
+        try:
+            found[metric] = parse_percent(str(value))
+        except Exception as exc:  # argparse's error type: the message names the valid values
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}: {exc}") from None
+    return found

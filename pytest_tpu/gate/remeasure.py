@@ -16,6 +16,7 @@ from pytest_tpu.results import REPORT_ATTR
 CALIBRATION_ATTR = "pytest_tpu_calibration"  # on the call report: kernel timings per round
 NOISE_ATTR = "pytest_tpu_noise"  # on the call report: --measure-noise repetitions
 CONFIRM_ATTR = "pytest_tpu_confirm"  # on the call report: the confirming re-measurement
+THRESHOLDS_ATTR = "pytest_tpu_thresholds"  # on the call report: its marker's thresholds
 
 
 def run_unlogged(item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.TestReport]:

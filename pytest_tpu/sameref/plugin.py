@@ -271,8 +271,8 @@ class HeadPlugin:
         )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
-        if self.settings.fail_on_regression is not None:
-            self.lines += gate_lines(rows, self.settings.fail_on_regression, self.ref)
+        if self.settings.gating:  # same job: time only (memory and compile need a history)
+            self.lines += gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
             self.config.stash[verdict_key] = gate_verdict(rows)
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE

@@ -1,0 +1,108 @@
+"""Gating on memory and on the first call (trace, compile), per metric and per benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+
+import pytest
+
+from pytest_tpu.options import REGRESSION_EXIT_CODE, parse_thresholds
+
+MEMORY = """
+MIB = {mib}
+
+def allocate():
+    block = bytearray(int(MIB * 1024 * 1024))
+    block[::4096] = b"x" * len(range(0, len(block), 4096))  # touched: it becomes resident
+    return len(block)
+
+def test_alloc(benchmark, accelerator):
+    benchmark.pedantic(allocate, rounds=5, warmup_rounds=1)
+"""
+
+COMPILE = """
+import tensorflow as tf
+
+OPS = {ops}
+
+@tf.function
+def chain(x):
+    for _ in range(OPS):  # unrolled while tracing: the first call's cost grows with OPS
+        x = tf.tanh(x) * 0.5
+    return tf.reduce_sum(x)
+
+def test_trace(benchmark, accelerator):
+    x = tf.ones((4, 4))
+    benchmark.pedantic(lambda: chain(x).numpy(), rounds=5)
+"""
+ARGS = ("-p", "no:cacheprovider", "--accelerator=cpu")
+
+
+@pytest.fixture(autouse=True)
+def private_device_lock(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess(*ARGS, *args, timeout=300)
+
+
+def test_thresholds_per_metric_parse_and_bad_ones_name_the_valid_metrics():
+    assert parse_thresholds("5%") == {"time": 5.0}
+    assert parse_thresholds("time:5%,memory:2%,compile:25%") == {
+        "time": 5.0,
+        "memory": 2.0,
+        "compile": 25.0,
+    }
+    with pytest.raises(argparse.ArgumentTypeError, match="valid: time, memory, compile"):
+        parse_thresholds("flops:5%")
+
+
+def test_a_planted_memory_regression_fails_its_gate_and_unchanged_code_passes(pytester):
+    pytester.makepyfile(test_mem=MEMORY.format(mib=16))
+    for _ in range(2):
+        run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
+    gate = ("--compare=main", "--fail-on-regression=memory:5%")
+    assert run(pytester, *gate).ret == 0
+    pytester.makepyfile(test_mem=MEMORY.format(mib=16 * 1.2))  # 20 % more memory
+    result = run(pytester, *gate)
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(["REGRESSION test_mem.py::test_alloc[[]cpu[]]: memory +*%*"])
+
+
+def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(pytester):
+    pytester.makepyfile(test_tf=COMPILE.format(ops=150))
+    for _ in range(4):  # the first call's spread between sessions is measured from these
+        run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
+    gate = ("--compare=main", "--fail-on-regression=compile:25%")
+    assert run(pytester, *gate).ret == 0
+    pytester.makepyfile(test_tf=COMPILE.format(ops=1500))  # ten times the graph to trace
+    result = run(pytester, *gate)
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(["REGRESSION test_tf.py::test_trace[[]cpu[]]: compile +*%*"])
+
+
+def test_a_marker_sets_one_benchmark_s_threshold(pytester):
+    marked = "import pytest\n\npytestmark = pytest.mark.regression_threshold(memory='50%')\n"
+    pytester.makepyfile(test_mem=marked + MEMORY.format(mib=16))
+    run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
+    pytester.makepyfile(test_mem=marked + MEMORY.format(mib=16 * 1.2))
+    result = run(pytester, "--compare=main", "--fail-on-regression=memory:5%")
+    assert result.ret == 0  # +20 % is within this module's own 50 %
+
+
+def test_a_bad_marker_is_a_usage_error_naming_the_test(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.regression_threshold(flops="5%")
+        def test_x(benchmark):
+            benchmark(sum, [1])
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_x*regression_threshold(flops=...): valid metrics are*"])
