@@ -25,6 +25,10 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # experiments/conditions.py
+
+from conditions import neighbour  # noqa: E402
+
 WORKLOADS = HERE.parent / "gate" / "workloads.py"
 ARMS = (0.0, 0.05, 0.10)
 COPIES = ("a", "b", "c")
@@ -61,19 +65,6 @@ def make_repo(repo: Path) -> None:
         git(repo, "checkout", "-q", "-b", f"head{rotation}", "base")
         (repo / "test_work.py").write_text(benchmark_file(arms))
         git(repo, "commit", "-qam", f"head {arms}")
-
-
-def neighbour(stop: Path) -> subprocess.Popen[bytes]:
-    """A process keeping one core busy in random bursts lasting seconds, until ``stop`` exists."""
-    code = (
-        "import random, time, pathlib\n"
-        f"stop = pathlib.Path({str(stop)!r})\n"
-        "while not stop.exists():\n"
-        "    end = time.monotonic() + random.uniform(1, 5)\n"
-        "    while time.monotonic() < end: pass\n"
-        "    time.sleep(random.uniform(1, 5))\n"
-    )
-    return subprocess.Popen([sys.executable, "-c", code])
 
 
 def pytest_run(repo: Path, args: list[str]) -> tuple[str, float]:

@@ -27,25 +27,16 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # experiments/conditions.py
+
+from conditions import neighbour  # noqa: E402
+
 ROOT = HERE.parent.parent
 ARMS = (0.0, 0.05, 0.10)
 COPIES = ("a", "b", "c")
 OURS_FAIL_RE = re.compile(r"^REGRESSION (\S+): time")
 # pytest-benchmark names a failing benchmark by its test name, without the file.
 THEIRS_FAIL_RE = re.compile(r"^\s+(test_\w+\[\w+-[abc]\]) \(\d+_\w+\) - Field")
-
-
-def neighbour(stop: Path) -> subprocess.Popen[bytes]:
-    """A process keeping one core busy in random bursts lasting seconds, until ``stop`` exists."""
-    code = (
-        "import random, time, pathlib\n"
-        f"stop = pathlib.Path({str(stop)!r})\n"
-        "while not stop.exists():\n"
-        "    end = time.monotonic() + random.uniform(1, 5)\n"
-        "    while time.monotonic() < end: pass\n"
-        "    time.sleep(random.uniform(1, 5))\n"
-    )
-    return subprocess.Popen([sys.executable, "-c", code])
 
 
 def session(work: Path, arms: dict[str, float], extra: list[str]) -> str:

@@ -244,7 +244,7 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
     if measured is None:
         return Row(status="compared", verdict="inconclusive", reason="no samples", **common)
     decision = decide(measured, threshold)
-    row = _row(measured, decision, common, forced=bool(reason))
+    row = row_of(measured, decision, common, forced=bool(reason))
     if reason:
         why = f"compared anyway (--compare-force): {reason}"
         row = replace(row, reason=f"{why}; {row.reason}" if row.reason else why)
@@ -253,7 +253,8 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
     return row
 
 
-def _row(measured: Measured, decision: Decision, common: dict[str, Any], forced: bool) -> Row:
+def row_of(measured: Measured, decision: Decision, common: dict[str, Any], forced: bool) -> Row:
+    """The row of a decided comparison; ``common`` names the benchmark and its values."""
     found, machine = measured.change, measured.machine
     return Row(
         status="compared",
@@ -287,7 +288,7 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
             confirmed=False,
             reason=f"not confirmed by a re-measurement: {first_text}, again {again_text}",
         )
-    row = _row(measured, second, _common_of(first), first.forced)
+    row = row_of(measured, second, _common_of(first), first.forced)
     return replace(
         row, confirmed=True, reason=f"confirmed by a re-measurement in fresh rounds ({first_text})"
     )

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_tpu.gate.compare import Measured, Row, decide
+from pytest_tpu.gate.compare import Measured, Row, decide, row_of
 from pytest_tpu.gate.stats import clean, pair_differences, paired_change
 from pytest_tpu.results import BenchResult
 from pytest_tpu.sameref.turns import Rounds
@@ -52,21 +52,8 @@ def compare_one(
             **values,
             **_common(head.nodeid),
         )
-    decision = decide(Measured(found, "paired", None), threshold)
-    return Row(
-        status="compared",
-        verdict=decision.verdict,
-        change=found.estimate,
-        low=found.low,
-        high=found.high,
-        confidence=found.p_slower,
-        detectable=found.detectable,
-        regression=decision.regression,
-        noise_source=found.source,
-        reason=decision.reason,
-        **values,
-        **_common(head.nodeid),
-    )
+    measured = Measured(found, "paired", None)
+    return row_of(measured, decide(measured, threshold), {**values, **_common(head.nodeid)}, False)
 
 
 def build_rows(

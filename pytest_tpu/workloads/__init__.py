@@ -14,7 +14,7 @@ def test_matmul(benchmark, tpu_strategy):
 
 from __future__ import annotations
 
-from pytest_tpu.workloads.cnn import CnnEpochs, build_cnn, epoch_figures
+from pytest_tpu.workloads.cnn import CnnEpochs, build_cnn
 from pytest_tpu.workloads.data import (
     Arrays,
     DataNotFound,
@@ -35,7 +35,12 @@ from pytest_tpu.workloads.matmul import MatmulChain, chain_steps, flops, tflops
 from pytest_tpu.workloads.resnet import ResnetEpochs, build_resnet
 from pytest_tpu.workloads.sizes import SIZES, WorkloadSizes, sizes_for
 from pytest_tpu.workloads.timeseries import TimeseriesSteps, build_gru, sequence_figures
-from pytest_tpu.workloads.training import TrainingRounds, default_jit_compile, global_batch
+from pytest_tpu.workloads.training import (
+    TrainingRounds,
+    default_jit_compile,
+    epoch_figures,
+    global_batch,
+)
 
 __all__ = [
     "SIZES",

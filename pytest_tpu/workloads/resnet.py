@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_tpu.workloads.cnn import epoch_figures
-from pytest_tpu.workloads.data import CIFAR10_CLASSES, CIFAR10_SHAPE, Arrays
-from pytest_tpu.workloads.training import Prepared, Progress, TrainingRounds
+from pytest_tpu.workloads.data import CIFAR10_CLASSES, CIFAR10_SHAPE
+from pytest_tpu.workloads.training import EpochRounds
 
 STAGES = (16, 32, 64)  # filters of the three stages
 BLOCKS = 3  # residual blocks per stage: depth 6·3 + 2 = 20
@@ -70,44 +69,13 @@ def build_resnet(jit_compile: bool) -> Any:
     return model
 
 
-class ResnetEpochs(TrainingRounds):
+class ResnetEpochs(EpochRounds):
     """One epoch of ResNet-20 on CIFAR-10-shaped data per call, on every replica of ``strategy``.
 
     ``per_replica_batch`` is the batch each replica sees; a step consumes ``global_batch``
     samples, and an epoch is ``steps`` such steps. Returns the loss.
     """
 
-    def __init__(
-        self,
-        data: Arrays,
-        per_replica_batch: int,
-        strategy: Any = None,
-        jit_compile: bool = False,
-        progress: Progress | None = None,
-        label: str = "resnet",
-    ) -> None:
-        ready = Prepared(data, per_replica_batch, strategy, build_resnet, jit_compile)
-        self.jit_compile = jit_compile
-        self.per_replica_batch = per_replica_batch
-        self.global_batch = ready.global_batch
-        self.steps = ready.epoch_steps
-        super().__init__(
-            ready.model, ready.dataset, self.steps, self.steps, ready.strategy, progress, label
-        )
-
-    @property
-    def samples(self) -> int:
-        """Samples trained per epoch (whole global batches only)."""
-        return self.steps * self.global_batch
-
-    def figures(self, epoch_s: float) -> dict[str, float]:
-        return epoch_figures(epoch_s, self.steps, self.global_batch)
-
-    def step_flops(self) -> float:
-        """Model FLOPs of one training step (3x the forward pass over a global batch),
-        counted with TensorFlow's graph profiler (the network has no loop)."""
-        import tensorflow as tf
-
-        from pytest_tpu.flops import train_step_flops
-
-        return train_step_flops(self.model, tf.zeros((self.global_batch, *CIFAR10_SHAPE)))
+    build = staticmethod(build_resnet)
+    input_shape = CIFAR10_SHAPE
+    default_label = "resnet"

@@ -202,3 +202,61 @@ class TrainingRounds:
     def _report(self, what: str, steps: int, seconds: float) -> None:
         if self._progress is not None:
             self._progress(f"{self._label}: {what}, {steps} steps in {seconds:.2f} s")
+
+
+def epoch_figures(epoch_s: float, steps: int, batch: int) -> dict[str, float]:
+    """Epoch seconds, step milliseconds and samples per second of one epoch."""
+    return {
+        "epoch_s": epoch_s,
+        "step_ms": epoch_s / steps * 1e3,
+        "samples_per_s": steps * batch / epoch_s,
+    }
+
+
+class EpochRounds(TrainingRounds):
+    """One epoch of a Keras image model per call, on every replica of ``strategy``.
+
+    ``per_replica_batch`` is the batch each replica sees; a step consumes ``global_batch``
+    samples (per-replica batch x replicas), and an epoch is ``steps`` such steps. Subclasses say
+    which model (``build``) and the shape of one input (``input_shape``).
+    """
+
+    build: Callable[..., Any]
+    input_shape: tuple[int, ...]
+    default_label = "epoch"
+
+    def __init__(
+        self,
+        data: Arrays,
+        per_replica_batch: int,
+        strategy: Any = None,
+        jit_compile: bool = False,
+        progress: Any = None,
+        label: str | None = None,
+    ) -> None:
+        ready = Prepared(data, per_replica_batch, strategy, type(self).build, jit_compile)
+        label = label or self.default_label
+        self.jit_compile = jit_compile
+        self.per_replica_batch = per_replica_batch
+        self.global_batch = ready.global_batch
+        self.steps = ready.epoch_steps
+        super().__init__(
+            ready.model, ready.dataset, self.steps, self.steps, ready.strategy, progress, label
+        )
+
+    @property
+    def samples(self) -> int:
+        """Samples trained per epoch (whole global batches only)."""
+        return self.steps * self.global_batch
+
+    def figures(self, epoch_s: float) -> dict[str, float]:
+        return epoch_figures(epoch_s, self.steps, self.global_batch)
+
+    def step_flops(self) -> float:
+        """Model FLOPs of one training step (3x the forward pass over a global batch),
+        counted with TensorFlow's graph profiler (the networks have no loop)."""
+        import tensorflow as tf
+
+        from pytest_tpu.flops import train_step_flops
+
+        return train_step_flops(self.model, tf.zeros((self.global_batch, *self.input_shape)))
