@@ -17,7 +17,7 @@ import pytest
 
 from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate.history import summarize
-from pytest_tpu.options import REGRESSION_EXIT_CODE
+from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE
 from pytest_tpu.results import BenchResult
 
 BENCH = """
@@ -361,3 +361,65 @@ def test_interrupted_session_saves_no_baseline(pytester, sig):
     assert not directory.exists() or list(directory.iterdir()) == [], out
     if sig == signal.SIGINT:
         assert "no baseline saved" in out
+
+
+def test_a_profile_path_that_is_a_file_is_a_usage_error_before_any_benchmark(pytester):
+    bench(pytester)
+    (pytester.path / "prof").write_text("a file")
+    result = pytester.runpytest(*FAST, "--tpu-profile-regressions=prof", "--save-baseline=main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tpu-profile-regressions=*prof: is not a folder*"])
+    assert not baseline_file(pytester).exists()
+
+
+def test_a_failed_save_fails_the_session_with_exit_7(pytester):
+    bench(pytester)
+    pytester.makeconftest(
+        """
+        import pathlib, shutil, pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_sessionfinish(session):  # the folder is gone by the time the run is saved
+            folder = pathlib.Path(str(session.config.rootpath)) / ".pytest-tpu" / "baselines"
+            shutil.rmtree(folder)
+            folder.write_text("not a folder any more")
+        """
+    )
+    result = save(pytester)
+    assert result.ret == SAVE_FAILED_EXIT_CODE
+    result.stdout.fnmatch_lines(["baseline 'main' NOT saved: *", "*exit code 7*"])
+
+
+def test_a_symlinked_baseline_is_refused_at_start(pytester):
+    bench(pytester)
+    directory = pytester.path / ".pytest-tpu" / "baselines"
+    directory.mkdir(parents=True)
+    (pytester.path / "elsewhere.json").write_text("{}")
+    (directory / "main.json").symlink_to(pytester.path / "elsewhere.json")
+    result = save(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--save-baseline=main: *symbolic link*"])
+    assert (pytester.path / "elsewhere.json").read_text() == "{}"
+
+
+def test_a_subset_run_merges_into_the_baseline(pytester):
+    bench(pytester)
+    bench(pytester, name="test_more")
+    save(pytester).assert_outcomes(passed=2)
+    save(pytester, "-k", "test_more").assert_outcomes(passed=1)
+    document = json.loads(baseline_file(pytester).read_text())
+    runs = {b["fullname"]: len(b["pytest_tpu"]["history"]) for b in document["benchmarks"]}
+    assert runs == {"test_bench.py::test_work": 1, "test_more.py::test_work": 2}
+
+
+@pytest.mark.parametrize("sample", [5e-324, 1e20])
+def test_extreme_baseline_values_are_compared_not_crashing(pytester, sample):
+    bench(pytester)
+    nodeid = "test_bench.py::test_work"
+    extreme = BenchResult(nodeid, "test_work", None, {}, {"higher_is_better": True}, (sample,) * 5)
+    runs = tuple(summarize([sample * (1 + k / 100)] * 5) for k in range(3))
+    store.save(baseline_file(pytester).parent, "main", [store.NewRun(extreme, runs)], {})
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert result.ret in (0, REGRESSION_EXIT_CODE)
+    result.stdout.fnmatch_lines(["compared with baseline *: 1 *"])

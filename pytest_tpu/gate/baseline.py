@@ -208,7 +208,10 @@ def _stats(samples: Sequence[float]) -> dict[str, Any]:
         stats.update(sample)
     data: dict[str, Any] = stats.as_dict()
     data["iterations"] = 1
-    return data
+    # A round of 5e-324 s makes pytest-benchmark's ops infinite: JSON has no infinity.
+    return {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()
+    }
 
 
 def _benchmark_entry(
@@ -346,6 +349,9 @@ def _mode_for(path: Path) -> int:
 
 def check_target(directory: Path, name: str) -> str | None:
     """Why baseline ``name`` cannot be written, checked before any benchmark runs."""
+    path = directory / f"{name}.json"
+    if path.is_symlink():
+        return f"{path} is a symbolic link; baselines are written only to regular files"
     try:
         path = baseline_path(directory, name)
     except BaselineError as exc:

@@ -11,10 +11,12 @@ never takes the others down; the terminal summary only prints what was decided.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,6 +84,7 @@ class GatePlugin:
         self.seen = Measurements()
         self.kernels = calibration.Kernels(_timer(config))
         self.when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.failing: list[str] = []
         self.ready = False
 
     # ------------------------------------------------------------------ session start
@@ -99,6 +102,8 @@ class GatePlugin:
             problem = store.check_target(settings.baseline_dir, settings.save_baseline)
             if problem:
                 raise pytest.UsageError(f"--save-baseline={settings.save_baseline}: {problem}")
+        if settings.profile_regressions is not None and not self.worker:
+            _check_profile_dir(settings.profile_regressions)
         if settings.compare:
             self.baseline = self._load(settings.compare)
         self.ready = True
@@ -264,6 +269,8 @@ class GatePlugin:
             steps.append(("save", lambda: self._save(session, results)))
         if self.settings.measure_noise:
             steps.append(("noise", lambda: self._report_noise(results.passed)))
+        if self.settings.profile_regressions is not None:
+            steps.append(("profile", self._profile))
         for name, step in steps:
             try:
                 step()
@@ -309,11 +316,14 @@ class GatePlugin:
         if failing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REGRESSION_EXIT_CODE
         self.config.stash[verdict_key] = gate_verdict(gated or rows)
-        if failing and self.settings.profile_regressions is not None:
-            # After the verdict, so the profiler's re-run never touches this session's timings.
+        self.failing = [row.nodeid for row in failing]
+
+    def _profile(self) -> None:
+        """After the verdict, so the profiler's re-run never touches this session's timings."""
+        if self.failing:
             from pytest_tpu.profiling import profile_regressions
 
-            profile_regressions(self.config, [row.nodeid for row in failing])
+            profile_regressions(self.config, self.failing)
 
     def _save(self, session: pytest.Session, results: Any) -> None:
         name = self.settings.save_baseline or ""
@@ -405,6 +415,15 @@ class GatePlugin:
                 terminalreporter.write_line(line)
         except Exception as exc:  # a summary must never turn a verdict into a traceback
             terminalreporter.write_line(f"pytest-tpu: could not print the gate summary: {exc}")
+
+
+def _check_profile_dir(path: Path) -> None:
+    """--tpu-profile-regressions must name a folder that is or can be made: checked at start."""
+    if path.exists() and not path.is_dir():
+        raise pytest.UsageError(f"--tpu-profile-regressions={path}: is not a folder")
+    parent = next((p for p in (path, *path.parents) if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise pytest.UsageError(f"--tpu-profile-regressions={path}: {parent} cannot be written")
 
 
 MARKER = "regression_threshold"

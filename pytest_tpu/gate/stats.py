@@ -140,6 +140,11 @@ def estimate(values: Sequence[float], location: Location = lower_mean) -> Estima
     return Estimate(log, spread / math.sqrt(count), spread, count)
 
 
+def _expm1(x: float) -> float:
+    """``exp(x) - 1``, infinite instead of an OverflowError (a baseline of 5e-324 s)."""
+    return math.expm1(x) if x < 700 else math.inf
+
+
 def _sd(values: Sequence[float]) -> float:
     mean = math.fsum(values) / len(values)
     return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
@@ -296,11 +301,11 @@ def _from(delta: float, se: float, df: float, noise: Noise) -> Change:
         half = t_ppf(1 - (1 - CONFIDENCE) / 2, df) * se
     detectable = half + Z_POWER * se
     return Change(
-        estimate=math.expm1(delta),
-        low=math.expm1(delta - half),
-        high=math.expm1(delta + half),
+        estimate=_expm1(delta),
+        low=_expm1(delta - half),
+        high=_expm1(delta + half),
         p_slower=p,
-        detectable=math.expm1(detectable),
+        detectable=_expm1(detectable),
         se=se,
         df=df,
         source=noise.source,
@@ -310,7 +315,7 @@ def _from(delta: float, se: float, df: float, noise: Noise) -> Change:
 
 def _unknown(delta: float, noise: Noise) -> Change:
     return Change(
-        estimate=math.expm1(delta),
+        estimate=_expm1(delta),
         low=-1.0,
         high=math.inf,
         p_slower=0.5,
