@@ -337,6 +337,16 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
+        "--tpu-compare-ref-mode",
+        "How --compare-ref alternates base and head: rounds (ABBA, round by round), runs "
+        "(whole runs: base, head, base; for devices one process at a time, like a TPU) or auto "
+        "(default: runs when a TPU is selected, else rounds).",
+        type=parse_choice(("auto", "rounds", "runs")),
+        metavar="MODE",
+    )
+    _add(
+        group,
+        parser,
         ("--tpu-baseline-dir", "--baseline-dir"),
         f"Directory of saved baselines (default: <rootdir>/{DEFAULT_BASELINE_DIR}).",
         metavar="DIR",
@@ -459,6 +469,7 @@ class Settings:
     baseline_history: int | None
     compare: str | None
     compare_ref: str | None
+    compare_ref_mode: str
     baseline_dir: Path
     compare_force: bool
     fail_on_regression: float | None  # the time threshold in %, None when time is not gated
@@ -519,6 +530,9 @@ def resolve_settings(config: pytest.Config) -> Settings:
         baseline_history=resolve(config, "tpu_baseline_history", parse_history, None),
         compare=_check_not_a_path(config, "compare"),
         compare_ref=resolve(config, "compare_ref", str, None) or None,
+        compare_ref_mode=resolve(
+            config, "tpu_compare_ref_mode", parse_choice(("auto", "rounds", "runs")), "auto"
+        ),
         baseline_dir=baseline_dir,
         compare_force=bool(config.getoption("tpu_compare_force")),
         fail_on_regression=thresholds.get("time"),

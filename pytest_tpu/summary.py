@@ -227,6 +227,7 @@ def kind_of(nodeid: str) -> str:
 
 def from_gate_row(row: Row) -> ComparisonRow:
     """The gate's row (fractions, a status) as the report's row (percent, one verdict)."""
+    from pytest_tpu.gate.lines import sure
     from pytest_tpu.report import ComparisonRow
 
     def pct(value: float | None) -> float | None:
@@ -237,7 +238,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
     if row.status == "failed":
         verdict, notes = "missing", ["failed in this run, so not compared"]
     elif row.regression:
-        notes = [f"regression beyond the threshold ({(row.confidence or 0) * 100:.1f}% sure)"]
+        notes = [f"regression beyond the threshold ({sure(row.confidence)} sure)"]
     if row.status == "compared" and row.forced:
         notes.insert(0, "[forced] environments differ")
     note = "; ".join(notes)

@@ -178,3 +178,19 @@ def test_a_worktree_left_by_a_killed_session_is_removed_next_time(repo):
     assert len(worktrees(repo)) == 2  # SIGKILL: nothing could clean up
     repo.runpytest_subprocess(*FAST, "test_bench.py", "--compare-ref=HEAD")
     assert len(worktrees(repo)) == 1
+
+
+def test_whole_runs_alternate_where_a_device_admits_one_process(repo):
+    commit(repo, "slower", test_bench=BENCH.format(n=9000))
+    args = ("--compare-ref=HEAD~1", "--tpu-compare-ref-mode=runs", "--fail-on-regression=25")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(
+        [
+            "compare-ref: HEAD~1 * whole runs alternate (base, head, base)*",
+            "REGRESSION test_bench.py::test_*: time +*",
+            "test_*: *2 whole base runs around this one*",
+        ],
+        consecutive=False,
+    )
+    assert len(worktrees(repo)) == 1

@@ -56,9 +56,10 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
         note = f"; {len(doubtful)} inconclusive (see the table)" if doubtful else ""
         return [f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"]
     lines = [_regression_line(row, name) for row in failing]
+    confirmed = " and confirmed" if all(row.confirmed for row in failing) else ""
     lines.append(
-        f"regression gate ({threshold:g}%): FAILED, {len(failing)} benchmark(s) regressed "
-        f"and confirmed; exit code {REGRESSION_EXIT_CODE}"
+        f"regression gate ({threshold:g}%): FAILED, {len(failing)} benchmark(s) regressed"
+        f"{confirmed}; exit code {REGRESSION_EXIT_CODE}"
     )
     return lines
 

@@ -126,6 +126,8 @@ class HeadPlugin:
         self.lines: list[str] = []
         self.log = Path()
         self._old_sigterm: Any = None
+        self.whole_runs = False
+        self.base_runs: list[dict[str, list[float]]] = []
 
     # -------------------------------------------------------------- start
 
@@ -141,11 +143,10 @@ class HeadPlugin:
             )
         if self.settings.workers:
             raise pytest.UsageError("--compare-ref cannot be combined with --tpu-workers")
-        if "tpu" in self.settings.accelerator.kinds and self.settings.accelerator.mode != "auto":
-            raise pytest.UsageError(
-                "--compare-ref: a TPU admits one process at a time, and alternating whole runs "
-                "is not built yet; compare TPU benchmarks with --save-baseline/--compare"
-            )
+        selection = self.settings.accelerator
+        tpu = "tpu" in selection.kinds and selection.mode != "auto"
+        mode = self.settings.compare_ref_mode
+        self.whole_runs = mode == "runs" or (mode == "auto" and tpu)
         try:
             root = worktree.repository_root(config.rootpath)
             self.commit = worktree.resolve(root, self.ref)
@@ -163,11 +164,16 @@ class HeadPlugin:
         except worktree.RefError as exc:
             raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
         self._old_sigterm = signal.signal(signal.SIGTERM, _interrupt)
+        self.log = Path(self.tree.path.parent) / "base-session.log"
+        if self.whole_runs:
+            self._whole_run()  # base, then this session's head, then base again at the end
+            return
         listener, env = open_listener(str(self.tree.path.parent))
         self._start_child(env)
         self.conn = self._accept(listener)
 
-    def _start_child(self, env: dict[str, str]) -> None:
+    def _child_cwd_env(self, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
+        """Where the base session runs and with what environment: this one's, plus ``env``."""
         assert self.tree is not None
         here = Path(self.config.invocation_params.dir)
         try:
@@ -182,7 +188,11 @@ class HeadPlugin:
             "PYTHONPATH": path,
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # both sides share a GPU
         }
-        self.log = Path(self.tree.path.parent) / "base-session.log"
+        return cwd, full_env
+
+    def _start_child(self, env: dict[str, str]) -> None:
+        assert self.tree is not None
+        cwd, full_env = self._child_cwd_env(env)
         with open(self.log, "wb") as out:
             self.child = subprocess.Popen(
                 child_args(self.config, self.settings, self.root, self.tree.path),
@@ -192,6 +202,19 @@ class HeadPlugin:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+
+    def _whole_run(self) -> None:
+        """One whole base run, to its end (the device is the base's meanwhile)."""
+        from pytest_tpu.sameref.runs import base_samples, run_base
+
+        assert self.tree is not None
+        cwd, env = self._child_cwd_env({})
+        report = self.tree.path.parent / f"base-run-{len(self.base_runs) + 1}.json"
+        args = child_args(self.config, self.settings, self.root, self.tree.path)
+        problem = run_base(args, cwd, env, report, self.log)
+        if problem:
+            self.lines.append(f"base run {len(self.base_runs) + 1}: {problem}: {self._log_tail()}")
+        self.base_runs.append(base_samples(report))
 
     def _accept(self, listener: Listener) -> Connection | None:
         box: list[Connection] = []
@@ -217,10 +240,13 @@ class HeadPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         head = "this tree with uncommitted changes, measured as it is" if self.dirty else "HEAD"
-        return [
-            f"compare-ref: {self.ref} ({self.commit[:12]}) in a temporary worktree vs {head}; "
-            "one process per tree, benchmark rounds alternate ABBA (same job)"
-        ]
+        how = (
+            "whole runs alternate (base, head, base): the device admits one process at a time"
+            if self.whole_runs
+            else "one process per tree, benchmark rounds alternate ABBA"
+        )
+        where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
+        return [f"compare-ref: {where} vs {head}; {how} (same job)"]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.conn is not None:
@@ -250,25 +276,26 @@ class HeadPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.leader is None:
-            self.lines.append(f"nothing compared with {self.ref}: the base session did not run")
-            return
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             self.lines.append("session interrupted: the base session was stopped, nothing compared")
             return  # pytest_unconfigure ends the base session and removes the worktree
-        base = self.leader.finish()
-        self._stop_child()
-        if self.leader.note:
-            self.lines.append(f"base session: {self.leader.note}")
         results = self.config.stash[results_key]
         threshold = (self.settings.fail_on_regression or 5.0) / 100
-        rows = build_rows(
-            results.passed,
-            [r.nodeid for r in results.failed],
-            base,
-            self.leader.rounds,
-            threshold,
-        )
+        failed = [r.nodeid for r in results.failed]
+        if self.whole_runs:
+            from pytest_tpu.sameref import runs
+
+            self._whole_run()
+            rows = runs.build_rows(results.passed, failed, self.base_runs, threshold)
+        elif self.leader is None:
+            self.lines.append(f"nothing compared with {self.ref}: the base session did not run")
+            return
+        else:
+            base = self.leader.finish()
+            self._stop_child()
+            if self.leader.note:
+                self.lines.append(f"base session: {self.leader.note}")
+            rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold)
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
         if self.settings.gating:  # same job: time only (memory and compile need a history)
