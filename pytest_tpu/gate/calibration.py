@@ -88,10 +88,19 @@ class Kernels:
         self.timer = timer
         self._built: dict[str, Built] = {}
 
-    def choose(self, device: str | None, round_s: float) -> Built:
-        """The kernel for a benchmark on ``device`` whose rounds take about ``round_s``."""
+    def choose(self, device: str | None, round_s: float, prefer: str = "") -> Built:
+        """The kernel for a benchmark on ``device`` whose rounds take about ``round_s``.
+
+        ``prefer`` is the kind its saved runs used: kept when it can be, so that ratios stay
+        comparable (a first round that happened to be slow must not switch the kernel).
+        """
         tf_loaded = "tensorflow" in sys.modules  # never import TensorFlow just to calibrate
         use_tf = tf_loaded and (device is not None or round_s >= TF_MIN_ROUND_S)
+        numpy_kind = f"numpy:{NUMPY_SIZE}x{NUMPY_STEPS}"
+        if prefer == numpy_kind:
+            use_tf = False
+        elif prefer.startswith("tf:") and prefer.endswith(f":{TF_SIZE}x{TF_STEPS}") and tf_loaded:
+            use_tf, device = True, prefer[3:].rsplit(":", 1)[0]
         device = device or "/device:CPU:0"
         # The size is part of the kind: ratios to different kernels are different units.
         kind = (
@@ -134,8 +143,11 @@ def _size(built: Built, round_s: float) -> int:
     return max(1, round(target / built.unit_s))
 
 
-def instrument(fixture: Any, kernels: Kernels, device: str | None, timer: Timer) -> Recording:
-    """Make ``fixture`` (one BenchmarkFixture instance) time the kernel before every round."""
+def instrument(
+    fixture: Any, kernels: Kernels, device: str | None, timer: Timer, prefer: str = ""
+) -> Recording:
+    """Make ``fixture`` (one BenchmarkFixture instance) time the kernel before every round;
+    ``prefer`` is the kernel kind the benchmark's saved runs used."""
     record = Recording()
     original = getattr(fixture, "_make_runner", None)
     if not callable(original):
@@ -151,7 +163,7 @@ def instrument(fixture: Any, kernels: Kernels, device: str | None, timer: Timer)
                 result = runner(loops_range) if timer_ is None else runner(loops_range, timer_)
                 duration = result[0] if isinstance(result, tuple) else result
                 count = len(loops_range) if loops_range else 1
-                sized.built = kernels.choose(device, float(duration) / count)
+                sized.built = kernels.choose(device, float(duration) / count, prefer)
                 sized.reps = _size(sized.built, float(duration))
                 record.kind = sized.built.kind
                 return result

@@ -85,6 +85,7 @@ class GatePlugin:
         self.kernels = calibration.Kernels(_timer(config))
         self.when = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.failing: list[str] = []
+        self.kernel_kinds: dict[str, str] = {}
         self.ready = False
 
     # ------------------------------------------------------------------ session start
@@ -106,7 +107,16 @@ class GatePlugin:
             _check_profile_dir(settings.profile_regressions)
         if settings.compare:
             self.baseline = self._load(settings.compare)
+        self.kernel_kinds = _kernel_kinds(self.baseline or self._saved(settings.save_baseline))
         self.ready = True
+
+    def _saved(self, name: str | None) -> store.Baseline | None:
+        """The baseline this session adds to, when it loads (only to keep its kernel kinds)."""
+        try:
+            path = store.baseline_path(self.settings.baseline_dir, name or "")
+            return store.load(path) if name and path.is_file() else None
+        except store.BaselineError:
+            return None
 
     def _load(self, name: str) -> store.Baseline:
         directory = self.settings.baseline_dir
@@ -138,7 +148,10 @@ class GatePlugin:
             fixture.name = f"{fixture.name} ({label})"
             fixture.fullname = f"{fixture.fullname} ({label})"
         timer = getattr(fixture, "_timer", None) or self.kernels.timer
-        item.stash[recording_key] = calibration.instrument(fixture, self.kernels, device, timer)
+        prefer = self.kernel_kinds.get(item.nodeid, "")
+        item.stash[recording_key] = calibration.instrument(
+            fixture, self.kernels, device, timer, prefer
+        )
         return (yield)
 
     @pytest.hookimpl(wrapper=True)
@@ -415,6 +428,13 @@ class GatePlugin:
                 terminalreporter.write_line(line)
         except Exception as exc:  # a summary must never turn a verdict into a traceback
             terminalreporter.write_line(f"pytest-tpu: could not print the gate summary: {exc}")
+
+
+def _kernel_kinds(saved: store.Baseline | None) -> dict[str, str]:
+    """The calibration kernel each saved benchmark's latest run used."""
+    if saved is None:
+        return {}
+    return {nodeid: side.latest.kernel_kind for nodeid, side in saved.sides.items()}
 
 
 def _check_profile_dir(path: Path) -> None:
