@@ -160,9 +160,8 @@ def measure(base: Side, current: RunSummary) -> Measured | None:
     benchmark; where it does not, its ratios are noisier than the raw rounds and lose.
     """
     machine = _machine(base, current)
-    typical = _typical_drift(base, current)
     candidates = [
-        (_with_drift(found, mode, machine, typical), mode)
+        (_with_drift(found, mode, machine), mode)
         for mode in MODES
         if (found := _mode_change(base, current, mode)) is not None
     ]
@@ -172,27 +171,11 @@ def measure(base: Side, current: RunSummary) -> Measured | None:
     return Measured(best, mode, machine)
 
 
-def _typical_drift(base: Side, current: RunSummary) -> float:
-    """How much the machine's speed (the kernel) varied across the saved runs (log SD).
-
-    That much drift is already in the between-session noise the history measured; only drift
-    beyond it is new to this comparison.
-    """
-    runs = sessions(base.runs) or list(base.runs)
-    logs = [r.kernel.log for r in runs if r.kernel and r.kernel_kind == current.kernel_kind]
-    if len(logs) < 2:
-        return 0.0
-    mean = math.fsum(logs) / len(logs)
-    return math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-
-
-def _with_drift(found: Change, mode: str, machine: Change | None, typical: float) -> Change:
-    """The change made as uncertain as the part of the machine's drift it may still carry:
-    the drift beyond what the saved runs already saw (twice their spread)."""
+def _with_drift(found: Change, mode: str, machine: Change | None) -> Change:
+    """The change made as uncertain as the part of the machine's drift it may still carry."""
     if machine is None or not math.isfinite(machine.estimate):
         return found
-    excess = max(0.0, abs(math.log1p(machine.estimate)) - 2 * typical)
-    drift = excess * UNTRACKED_DRIFT[mode]
+    drift = abs(math.log1p(machine.estimate)) * UNTRACKED_DRIFT[mode]
     return widened(found, drift, f"machine drift {machine.estimate:+.1%} allowed for")
 
 
