@@ -56,18 +56,20 @@ def worktrees(pytester):
     return git(pytester.path, "worktree", "list").splitlines()
 
 
-def test_same_code_is_not_slower_and_the_worktree_is_gone(repo):
-    # Same code: nothing may fail. The threshold is wide because CI machines are shared and
-    # two processes of the same code can differ by some percent (memory layout).
+def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
+    # The verdict on the same code is not asserted: on a machine whose cores differ in speed,
+    # two processes of the same code can differ by tens of percent (README, "Base and head in
+    # the same job"); this test is about what the session does around it.
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--fail-on-regression=60")
-    assert result.ret == 0
+    assert result.ret in (pytest.ExitCode.OK, REGRESSION_EXIT_CODE)
     result.stdout.fnmatch_lines(
         [
             "compare-ref: HEAD (*) in a temporary worktree vs HEAD; one process per tree*",
             "compared with HEAD (same job): *",
-            "regression gate (60%): passed, 2 checked*",
-            "test_ped: paired, noise: * paired rounds in this job*",
-        ]
+            "regression gate (60%): *, 2 checked*",
+            "test_ped: *paired rounds in this job*",
+        ],
+        consecutive=False,
     )
     assert len(worktrees(repo)) == 1
 

@@ -354,11 +354,7 @@ class BasePlugin:
         fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
         if fixture is not None and not getattr(fixture, "disabled", False):
             nodeid = item.nodeid
-            _wrap_runner(
-                fixture,
-                lambda: self.follower.before_round(nodeid),
-                lambda: self.follower.after_round(nodeid),
-            )
+            _wrap_runner(fixture, lambda: self.follower.before_round(nodeid), lambda: None)
         return (yield)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
