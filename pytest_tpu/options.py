@@ -220,7 +220,8 @@ def _add(
     dest = names[0].lstrip("-").replace("-", "_")
     if len(names) > 1:
         help_text += f" Alias: {', '.join(names[1:])}."
-    group.addoption(*names, dest=dest, help=help_text, **kwargs)
+    # argparse %-formats help texts ("5%" would break --help); the ini twin shows them as is.
+    group.addoption(*names, dest=dest, help=help_text.replace("%", "%%"), **kwargs)
     if ini:
         parser.addini(dest, help=help_text, type=ini_type)  # type: ignore[arg-type]
 
