@@ -106,10 +106,6 @@ class Row:
     confirmed: bool | None = None  # None: no re-measurement was needed
     reason: str = ""
 
-    @property
-    def slowdown(self) -> float | None:
-        return self.change
-
 
 comparison_key = pytest.StashKey[list[Row]]()
 verdict_key = pytest.StashKey[str]()  # the gate's verdict: passed, failed, nothing checked
@@ -361,21 +357,9 @@ def compare_compile(nodeid: str, history: Sequence[float], now: float, threshold
     one = [Estimate(math.log(x), 0.0, 0.0, 1) for x in history]
     found = change(one, Estimate(math.log(now), 0.0, 0.0, 1))
     assert found is not None
-    decision = decide(Measured(found, "raw", None), threshold)
-    return replace(
-        Row(
-            verdict=decision.verdict,
-            low=found.low,
-            high=found.high,
-            confidence=found.p_slower,
-            detectable=found.detectable,
-            regression=decision.regression,
-            noise_source=found.source,
-            reason=decision.reason,
-            **common,
-        ),
-        change=found.estimate,
-    )
+    measured = Measured(found, "raw", None)
+    names = {k: v for k, v in common.items() if k not in ("status", "change")}
+    return row_of(measured, decide(measured, threshold), names, False)
 
 
 def _mean_log(values: Sequence[float]) -> float:

@@ -86,6 +86,7 @@ class GatePlugin:
         self.when = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.failing: list[str] = []
         self.kernel_kinds: dict[str, str] = {}
+        self._env: dict[str, Any] | None = None
         self.ready = False
 
     # ------------------------------------------------------------------ session start
@@ -254,7 +255,8 @@ class GatePlugin:
         return (self.settings.fail_on_regression or 5.0) / 100
 
     def _environment(self) -> dict[str, Any]:
-        if not hasattr(self, "_env"):
+        """The session's environment key, read once (it runs git)."""
+        if self._env is None:
             self._env = store.session_environment(self.config.rootpath)
         return self._env
 
