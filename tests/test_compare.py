@@ -119,3 +119,17 @@ def test_baseline_current_and_change_are_one_statistic():
     if not row.calibrated:
         assert row.change == pytest.approx(row.current_value / row.base_value - 1, rel=1e-6)
     assert math.isfinite(row.detectable or math.inf)
+
+
+def test_machine_drift_the_saved_runs_already_saw_does_not_widen_the_interval():
+    """The kernel moved between the saved sessions while this benchmark did not: the history's
+    noise already holds that much drift, so only a drift beyond it makes a change less certain."""
+    speeds = [0.92, 1.08, 0.96, 1.04, 1.0]  # the machine (kernel) between saved sessions
+    history = [run(seed, scale=1 / s, kernel_scale=s) for seed, s in enumerate(speeds)]
+    typical = run(10, scale=1.2 / 1.06, kernel_scale=1.06)  # +20 %, the kernel within its range
+    rows = compare_runs({"t.py::test_x": side(history)}, {"t.py::test_x": side([typical])})
+    assert rows[0].verdict == "slower" and rows[0].regression
+    assert "allowed for" not in rows[0].noise_source
+    unusual = run(11, scale=1.2 / 1.6, kernel_scale=1.6)  # the kernel far outside its range
+    rows = compare_runs({"t.py::test_x": side(history)}, {"t.py::test_x": side([unusual])})
+    assert "machine drift +60" in rows[0].noise_source and "allowed for" in rows[0].noise_source

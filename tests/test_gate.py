@@ -246,6 +246,32 @@ def test_benchmark_call_is_calibrated_round_by_round_too(pytester):
     )
 
 
+COLD = """
+import time
+
+calls = []
+
+def step():
+    calls.append(1)
+    time.sleep(0.3 if len(calls) == 1 else 0.002)  # a trace on the first call, then steady
+
+def test_cold(benchmark):
+    benchmark(step)
+"""
+
+
+def test_benchmark_call_sizes_its_rounds_on_a_steady_call(pytester):
+    """A first call that traces must not leave benchmark(fn) with a handful of rounds."""
+    pytester.makepyfile(test_cold=COLD)
+    plain = pytester.runpytest(*FAST, "--benchmark-max-time=0.2", "--benchmark-json=plain.json")
+    plain.assert_outcomes(passed=1)
+    plain_rounds = json.loads((pytester.path / "plain.json").read_text())["benchmarks"][0]
+    assert plain_rounds["stats"]["rounds"] == 5  # pytest-benchmark alone: sized on the trace
+    save(pytester, "--benchmark-max-time=0.2").assert_outcomes(passed=1)
+    run = json.loads(baseline_file(pytester).read_text())["benchmarks"][0]["pytest_tpu"]
+    assert run["history"][0]["rounds"] >= 40  # about 0.2 s of 2 ms rounds
+
+
 SETUP = """
 setups, results = [], []
 

@@ -34,8 +34,9 @@ MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called
 # How much of the machine's drift since the baseline the ratios to the kernel may have failed to
 # divide out. The kernel is a different program: a drift it sees may hit this benchmark more or
 # less (seen here: a kernel 50 % slower beside a benchmark 60 % slower). Half is assumed for the
-# ratios, all of it for raw rounds, and added to the uncertainty; a quiet machine drifts little,
-# so this costs little where the gate can decide anyway.
+# ratios, all of it for raw rounds, and added to the uncertainty -- but only the drift beyond
+# twice the kernel's spread across the saved runs: drift of that size was there when the
+# history's between-session noise was measured, so it is already in the interval.
 UNTRACKED_DRIFT = {"raw": 1.0, "calibrated": 0.5}
 KEY_FIELDS = (
     "accelerator",
@@ -156,8 +157,9 @@ def measure(base: Side, current: RunSummary) -> Measured | None:
     benchmark; where it does not, its ratios are noisier than the raw rounds and lose.
     """
     machine = _machine(base, current)
+    typical = _typical_drift(base, current)
     candidates = [
-        (_with_drift(found, mode, machine), mode)
+        (_with_drift(found, mode, machine, typical), mode)
         for mode in MODES
         if (found := _mode_change(base, current, mode)) is not None
     ]
@@ -167,11 +169,27 @@ def measure(base: Side, current: RunSummary) -> Measured | None:
     return Measured(best, mode, machine)
 
 
-def _with_drift(found: Change, mode: str, machine: Change | None) -> Change:
-    """The change made as uncertain as the part of the machine's drift it may still carry."""
+def _typical_drift(base: Side, current: RunSummary) -> float:
+    """How much the machine's speed (the kernel) varied across the saved runs (log SD).
+
+    That much drift is already in the between-session noise the history measured; only drift
+    beyond it is new to this comparison.
+    """
+    runs = sessions(base.runs) or list(base.runs)
+    logs = [r.kernel.log for r in runs if r.kernel and r.kernel_kind == current.kernel_kind]
+    if len(logs) < 2:
+        return 0.0
+    mean = math.fsum(logs) / len(logs)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
+def _with_drift(found: Change, mode: str, machine: Change | None, typical: float) -> Change:
+    """The change made as uncertain as the part of the machine's drift it may still carry:
+    the drift beyond what the saved runs already saw (twice their spread)."""
     if machine is None or not math.isfinite(machine.estimate):
         return found
-    drift = abs(math.log1p(machine.estimate)) * UNTRACKED_DRIFT[mode]
+    excess = max(0.0, abs(math.log1p(machine.estimate)) - 2 * typical)
+    drift = excess * UNTRACKED_DRIFT[mode]
     return widened(found, drift, f"machine drift {machine.estimate:+.1%} allowed for")
 
 
