@@ -123,14 +123,24 @@ def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[s
     return records
 
 
+def _median_detectable(rows: list[dict[str, object]]) -> str:
+    """The median smallest detectable slowdown of the inconclusive rows ("-" without any)."""
+    found = sorted(
+        float(r["detectable_pct"])  # type: ignore[arg-type]
+        for r in rows
+        if r["verdict"] == "inconclusive" and r["detectable_pct"] is not None
+    )
+    return f"{found[len(found) // 2]:.1f}%" if found else "-"
+
+
 def table(records: list[dict[str, object]]) -> str:
     groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
     for r in records:
         groups[(r["condition"], r["workload"], r["style"], r["arm"])].append(r)
     lines = [
         "| condition | workload | style | work | pytest-tpu failed | pytest-tpu inconclusive "
-        "| pytest-benchmark median:5% failed |",
-        "|---|---|---|---|---|---|---|",
+        "| median detectable | pytest-benchmark median:5% failed |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=str):
         rows = groups[key]
@@ -140,7 +150,7 @@ def table(records: list[dict[str, object]]) -> str:
         cond, workload, style, arm = key
         lines.append(
             f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {ours}/{len(rows)} "  # type: ignore[arg-type]
-            f"| {doubt}/{len(rows)} | {theirs}/{len(rows)} |"
+            f"| {doubt}/{len(rows)} | {_median_detectable(rows)} | {theirs}/{len(rows)} |"
         )
     return "\n".join(lines)
 
