@@ -196,3 +196,44 @@ def test_whole_runs_alternate_where_a_device_admits_one_process(repo):
     }
     assert all(row["ci_low"] > 0 or row["verdict"] == "inconclusive" for row in rows)
     assert len(worktrees(repo)) == 1
+
+
+PINNED = """
+import json, os
+
+def record(where):
+    with open(os.environ["AFFINITY_LOG"], "a") as out:
+        out.write(json.dumps([os.getpid(), where, sorted(os.sched_getaffinity(0))]) + "\\n")
+
+def test_ped(benchmark):
+    benchmark.pedantic(record, args=("round",), rounds=6)
+
+def test_after():
+    record("after")
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning a thread needs Linux and two cores",
+)
+def test_both_sides_run_their_rounds_on_one_core_and_get_every_core_back(repo, monkeypatch):
+    commit(repo, "pinned", test_bench=PINNED)
+    log = repo.path / "affinity.jsonl"
+    monkeypatch.setenv("AFFINITY_LOG", str(log))
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    result.stdout.fnmatch_lines(["compare-ref: *ABBA, both on core *"])
+    every = sorted(os.sched_getaffinity(0))
+    seen: dict[int, list[tuple[str, list[int]]]] = {}
+    for line in log.read_text().splitlines():
+        pid, where, cores = json.loads(line)
+        seen.setdefault(pid, []).append((where, cores))
+    assert len(seen) == 2  # head and base
+    pinned = set()
+    for calls in seen.values():
+        rounds = [cores for where, cores in calls if where == "round"]
+        assert rounds[0] == every  # the first call: lazily made threads keep every core
+        assert all(len(cores) == 1 for cores in rounds[1:])
+        pinned |= {cores[0] for cores in rounds[1:]}
+        assert [cores for where, cores in calls if where == "after"] in ([every], [])
+    assert len(pinned) == 1  # both sides on the same core

@@ -29,6 +29,7 @@ from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import worktree
+from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import build_rows
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 
@@ -128,6 +129,7 @@ class HeadPlugin:
         self._old_sigterm: Any = None
         self.whole_runs = False
         self.base_runs: list[dict[str, list[float]]] = []
+        self.core = shared_core()
 
     # -------------------------------------------------------------- start
 
@@ -188,6 +190,8 @@ class HeadPlugin:
             "PYTHONPATH": path,
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # both sides share a GPU
         }
+        if self.core is not None:
+            full_env[CORE_ENV] = str(self.core)
         return cwd, full_env
 
     def _start_child(self, env: dict[str, str]) -> None:
@@ -245,6 +249,8 @@ class HeadPlugin:
             if self.whole_runs
             else "one process per tree, benchmark rounds alternate ABBA"
         )
+        if self.core is not None and not self.whole_runs:
+            how += f", both on core {self.core}"
         where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
         return [f"compare-ref: {where} vs {head}; {how} (same job)"]
 
@@ -261,14 +267,22 @@ class HeadPlugin:
         if leader is None or fixture is None or getattr(fixture, "disabled", False):
             return (yield)
         nodeid = item.nodeid
-        _wrap_runner(fixture, lambda: leader.before_head_round(nodeid), lambda: None)
+        pin = Pin(None if self.whole_runs else self.core)
+
+        def before() -> None:
+            leader.before_head_round(nodeid)
+            pin.before_round()
+
+        _wrap_runner(fixture, before, lambda: None)
         try:
             outcome = yield
         except (KeyboardInterrupt, SystemExit):
             raise  # stopping: the base is ended at unconfigure, not waited for
         except BaseException:
+            pin.release()
             leader.after_head_test(nodeid)  # a failed test: the base may still take its turns
             raise
+        pin.release()
         leader.after_head_test(nodeid)
         return outcome
 
@@ -348,14 +362,24 @@ class BasePlugin:
 
     def __init__(self, follower: Follower) -> None:
         self.follower = follower
+        self.core = core_from_env()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
+        pin = Pin(self.core)
         if fixture is not None and not getattr(fixture, "disabled", False):
             nodeid = item.nodeid
-            _wrap_runner(fixture, lambda: self.follower.before_round(nodeid), lambda: None)
-        return (yield)
+
+            def before() -> None:
+                self.follower.before_round(nodeid)
+                pin.before_round()
+
+            _wrap_runner(fixture, before, lambda: None)
+        try:
+            return (yield)
+        finally:
+            pin.release()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, REPORT_ATTR, None)
