@@ -237,3 +237,27 @@ def test_both_sides_run_their_rounds_on_one_core_and_get_every_core_back(repo, m
         pinned |= {cores[0] for cores in rounds[1:]}
         assert [cores for where, cores in calls if where == "after"] in ([every], [])
     assert len(pinned) == 1  # both sides on the same core
+
+
+COLD = """
+import time
+
+calls = []
+
+def step():
+    calls.append(1)
+    time.sleep(0.3 if len(calls) == 1 else 0.002)  # a trace on the first call, then steady
+
+def test_cold(benchmark):
+    benchmark(step)
+"""
+
+
+def test_benchmark_call_sizes_its_rounds_on_a_steady_call_on_both_sides(repo):
+    commit(repo, "cold", test_bench=COLD)
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--benchmark-json=head.json")
+    result.stdout.fnmatch_lines(["*test_cold*paired rounds in this job*"])
+    stats = json.loads((repo.path / "head.json").read_text())["benchmarks"][0]["stats"]
+    assert stats["rounds"] >= 40  # about 0.2 s of 2 ms rounds, not 5 sized on the first call
+    pairs = int(result.stdout.str().split(" paired rounds in this job")[0].split()[-1])
+    assert pairs >= 40  # the base measured as many, round next to round

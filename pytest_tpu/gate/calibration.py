@@ -143,7 +143,7 @@ def _size(built: Built, round_s: float) -> int:
     return max(1, round(target / built.unit_s))
 
 
-def _sizes_rounds(fixture: Any) -> bool:
+def sizes_rounds(fixture: Any) -> bool:
     """Whether the fixture runs ``benchmark(fn)``, which derives its rounds from the first call
     (``benchmark.pedantic`` has its rounds given, and its setup may make each call's arguments)."""
     return str(getattr(fixture, "_mode", "")).startswith("benchmark(")
@@ -170,7 +170,7 @@ def instrument(
             if sized.built is None:
                 record.timings.append(None)
                 result = run(loops_range, timer_)
-                if _sizes_rounds(fixture):
+                if sizes_rounds(fixture):
                     # benchmark(fn) sizes its rounds on this first call: a trace or a compile in
                     # it would leave a handful of rounds. Size them on a steady call instead.
                     result = run(loops_range, timer_)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tpu.gate.calibration import sizes_rounds
 from pytest_tpu.gate.compare import comparison_key, regressions, verdict_key
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
@@ -53,12 +54,17 @@ def _wrap_runner(fixture: Any, before: Any, after: Any) -> None:
     if not callable(original):
         return
 
+    first = [True]
+
     def make_runner(function: Any, args: Any, kwargs: Any) -> Any:
         runner = original(function, args, kwargs)
 
         def taking_turns(*call_args: Any) -> Any:
             before()
             try:
+                if first[0] and sizes_rounds(fixture):
+                    runner(*call_args)  # a trace or compile must not size benchmark(fn)'s rounds
+                first[0] = False
                 return runner(*call_args)
             finally:
                 after()
