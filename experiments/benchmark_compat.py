@@ -65,7 +65,7 @@ def main(workdir: Path, sdist: Path) -> int:
     source = unpack(sdist, workdir)
     runs = {}
     for label, args in (("without", ["-p", "no:tpu"]), ("with", [])):
-        junit = workdir / f"junit-{label}.xml"
+        junit = (workdir / f"junit-{label}.xml").resolve()  # the suite runs in its own folder
         status, seconds = run_suite(source, junit, args)
         runs[label] = outcomes(junit)
         counts = Counter(runs[label].values())
