@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate.calibration import sizes_rounds
-from pytest_tpu.gate.compare import comparison_key, regressions, verdict_key
+from pytest_tpu.gate.compare import Row, comparison_key, regressions, verdict_key
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import worktree
+from pytest_tpu.sameref import confirm, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import build_rows
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
@@ -103,7 +103,12 @@ def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path
         args += ["-k", config.option.keyword]
     if config.option.markexpr:
         args += ["-m", config.option.markexpr]
-    args += [
+    return args + measuring_args(config, settings)
+
+
+def measuring_args(config: pytest.Config, settings: Settings) -> list[str]:
+    """The options that decide how a benchmark is measured, as a child session takes them."""
+    args = [
         f"--accelerator={settings.accelerator}",
         f"--tpu-workload-size={settings.workload_size}",
         f"--tpu-workload-data={settings.workload_data}",
@@ -316,6 +321,7 @@ class HeadPlugin:
             if self.leader.note:
                 self.lines.append(f"base session: {self.leader.note}")
             rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold)
+            rows = self._confirmed(rows, session)
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
         if self.settings.gating:  # same job: time only (memory and compile need a history)
@@ -323,6 +329,19 @@ class HeadPlugin:
             self.config.stash[verdict_key] = gate_verdict(rows)
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
+
+    def _confirmed(self, rows: list[Row], session: pytest.Session) -> list[Row]:
+        """Regressions stand only if a new pair of processes measures them too (``confirm``)."""
+        if not (self.settings.gating and regressions(rows)) or confirm.confirming():
+            return rows
+        if session.exitstatus != pytest.ExitCode.OK:
+            return rows  # tests failed: the session fails anyway, no time is spent on this
+        pct = self.settings.fail_on_regression or 5.0
+        measuring = measuring_args(self.config, self.settings)
+        rows, line = confirm.remeasure(rows, self.commit, pct, self.config.rootpath, measuring)
+        if line:
+            self.lines.append(line)
+        return rows
 
     def _stop_child(self) -> None:
         child = self.child

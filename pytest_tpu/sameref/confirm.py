@@ -1,0 +1,103 @@
+"""A same-job regression stands only if a second pair of fresh processes agrees.
+
+Pairing neighbouring rounds cancels what the machine does over time, not what differs between
+the two processes: a TensorFlow benchmark can run a few percent faster in one process than in
+another with the same code (where its threads and buffers land), for the whole session. Rounds
+of the same two processes cannot reveal that, so a benchmark about to fail is measured again by
+a new head process and a new base process -- a nested ``--compare-ref`` session of just those
+benchmarks -- and the session fails only where that measurement fails too. Passing sessions
+pay nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pytest_tpu.gate.compare import Row
+
+CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
+TIMEOUT_S = 3600.0
+
+
+def confirming() -> bool:
+    """Whether this session is itself the re-measurement."""
+    return bool(os.environ.get(CONFIRM_ENV))
+
+
+def command(
+    nodeids: Sequence[str], commit: str, pct: float, report: Path, measuring: Sequence[str]
+) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", *nodeids, "-q", "-p", "no:cacheprovider",
+        "-p", "no:randomly", f"--compare-ref={commit}", f"--fail-on-regression={pct:g}",
+        f"--tpu-report={report}", *measuring,
+    ]  # fmt: skip
+
+
+def remeasure(
+    rows: Sequence[Row], commit: str, pct: float, rootdir: Path, measuring: Sequence[str]
+) -> tuple[list[Row], str]:
+    """``rows`` with each regression confirmed or withdrawn, and a line on what ran."""
+    failing = [row.nodeid for row in rows if row.regression]
+    if not failing:
+        return list(rows), ""
+    with tempfile.TemporaryDirectory(prefix="pytest-tpu-confirm-") as folder:
+        report = Path(folder) / "again.json"
+        args = command(failing, commit, pct, report, measuring)
+        env = {**os.environ, CONFIRM_ENV: "1"}
+        try:
+            done = subprocess.run(
+                args, cwd=rootdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return [_withdrawn(r, f"the re-measurement did not run ({exc})") for r in rows], ""
+        again = _rows(report)
+        if not again:
+            tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
+            why = f"the re-measurement gave no comparison (exit {done.returncode}: {tail})"
+            return [_withdrawn(r, why) if r.regression else r for r in rows], ""
+    line = f"re-measured {len(failing)} regression(s) in a new pair of processes"
+    return [_judged(row, again.get(row.nodeid), pct) for row in rows], line
+
+
+def _rows(report: Path) -> dict[str, Mapping[str, Any]]:
+    try:
+        document = json.loads(report.read_text())
+        rows = document["comparison"]["rows"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {str(r["name"]): r for r in rows if isinstance(r, dict) and r.get("metric") == "time"}
+
+
+def _judged(row: Row, again: Mapping[str, Any] | None, pct: float) -> Row:
+    if not row.regression:
+        return row
+    if again is None:
+        return _withdrawn(row, "the re-measurement has no row for it")
+    values = [again.get(key) for key in ("change_pct", "ci_low", "ci_high")]
+    if not all(isinstance(x, int | float) for x in values):
+        return _withdrawn(row, f"the re-measurement was {again.get('verdict')}: no interval")
+    change, low, high = (float(x) for x in values)  # type: ignore[arg-type]
+    text = f"first {_pct(row.change)} [{_pct(row.low)}, {_pct(row.high)}], "
+    text += f"again {change:+.1f}% [{low:+.1f}%, {high:+.1f}%]"
+    if again.get("verdict") == "slower" and high >= pct:
+        return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
+    return _withdrawn(row, f"not confirmed by a new pair of processes: {text}")
+
+
+def _pct(fraction: float | None) -> str:
+    return "?" if fraction is None else f"{fraction * 100:+.1f}%"
+
+
+def _withdrawn(row: Row, why: str) -> Row:
+    if not row.regression:
+        return row
+    return replace(row, verdict="inconclusive", regression=False, confirmed=False, reason=why)
