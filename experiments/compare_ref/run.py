@@ -110,6 +110,7 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
                 "failed": name in failed,
                 "change_pct": row["change_pct"],
                 "detectable_pct": row["detectable_pct"],
+                "withdrawn": row["confirmed"] is False,
                 "seconds": seconds,
                 "session": index,
             }
@@ -120,9 +121,16 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
 def condition(name: str, options: argparse.Namespace, root: Path) -> list[dict[str, object]]:
     repo = root / f"repo-{name}"
     make_repo(repo)
-    git(repo, "checkout", "-q", "head0")
+    git(repo, "checkout", "-q", "base")
     _, plain = pytest_run(repo, [])
     print(f"[{name}] plain run of the same benchmarks: {plain:.0f} s", flush=True)
+    # A session with nothing to confirm: the cost of a passing --compare-ref run.
+    out, same = pytest_run(
+        repo, ["--compare-ref=base", f"--fail-on-regression={options.threshold:g}"]
+    )
+    failures = sum(line.startswith("REGRESSION") for line in out.splitlines())
+    cost = f"{same:.0f} s ({same / plain:.2f}x)"
+    print(f"[{name}] base against itself: {cost}, {failures} regressions", flush=True)
     records = []
     for index in range(options.repeats):
         found = compare_once(repo, index, options.threshold, root / f"{name}-{index:02d}.log")
@@ -135,24 +143,31 @@ def condition(name: str, options: argparse.Namespace, root: Path) -> list[dict[s
     return records
 
 
+def _median(rows: list[dict[str, object]], key: str) -> str:
+    found = sorted(float(r[key]) for r in rows if r[key] is not None)  # type: ignore[arg-type]
+    return f"{found[len(found) // 2]:+.1f}%" if found else "-"
+
+
 def table(records: list[dict[str, object]]) -> str:
     groups: dict[tuple[object, ...], list[dict[str, object]]] = defaultdict(list)
     for r in records:
         groups[(r["condition"], r["workload"], r["style"], r["arm"])].append(r)
     lines = [
-        "| condition | workload | style | work | failed | inconclusive | median detectable |",
-        "|---|---|---|---|---|---|---|",
+        "| condition | workload | style | work | failed | called slower | withdrawn by the new "
+        "pair | inconclusive | median change | median detectable |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=str):
         rows = groups[key]
         fails = sum(bool(r["failed"]) for r in rows)
         doubt = sum(r["verdict"] == "inconclusive" for r in rows)
-        found = sorted(float(r["detectable_pct"]) for r in rows if r["detectable_pct"] is not None)
-        median = f"{found[len(found) // 2]:.1f}%" if found else "-"
+        slower = sum(r["verdict"] == "slower" for r in rows)
+        withdrawn = sum(bool(r.get("withdrawn")) for r in rows)
         cond, workload, style, arm = key
         lines.append(
             f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {fails}/{len(rows)} "  # type: ignore[arg-type]
-            f"| {doubt}/{len(rows)} | {median} |"
+            f"| {slower}/{len(rows)} | {withdrawn} | {doubt}/{len(rows)} "
+            f"| {_median(rows, 'change_pct')} | {_median(rows, 'detectable_pct')} |"
         )
     return "\n".join(lines)
 
