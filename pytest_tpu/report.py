@@ -123,6 +123,7 @@ class ComparisonRow:
     noise_source: str = ""
     detectable_pct: float | None = None
     confirmed: bool | None = None
+    regression: bool = False  # this row fails the gate
 
 
 # ---------------------------------------------------------------- building speedup tables

@@ -262,6 +262,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
         noise_source=row.noise_source,
         detectable_pct=pct(row.detectable),
         confirmed=row.confirmed,
+        regression=row.regression,
     )
 
 

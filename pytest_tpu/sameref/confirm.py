@@ -6,7 +6,8 @@ another with the same code (where its threads and buffers land), for the whole s
 of the same two processes cannot reveal that, so a benchmark about to fail is measured again by
 a new head process and a new base process -- a nested ``--compare-ref`` session of just those
 benchmarks -- and the session fails only where that measurement fails too. Passing sessions
-pay nothing.
+pay nothing. A re-measurement that cannot run leaves the first measurement standing, and the
+summary says so: a broken confirmation must not turn a measured regression into a pass.
 """
 
 from __future__ import annotations
@@ -58,14 +59,15 @@ def remeasure(
                 args, cwd=rootdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return [_withdrawn(r, f"the re-measurement did not run ({exc})") for r in rows], ""
+            return list(rows), f"the re-measurement did not run ({exc}): the first one stands"
         again = _rows(report)
         if not again:
+            # A broken re-measurement must not turn a measured regression into a pass.
             tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
-            why = f"the re-measurement gave no comparison (exit {done.returncode}: {tail})"
-            return [_withdrawn(r, why) if r.regression else r for r in rows], ""
+            why = f"exit {done.returncode}: {tail}"
+            return list(rows), f"the re-measurement gave no comparison ({why}): the first stands"
     line = f"re-measured {len(failing)} regression(s) in a new pair of processes"
-    return [_judged(row, again.get(row.nodeid), pct) for row in rows], line
+    return [_judged(row, again.get(row.nodeid)) for row in rows], line
 
 
 def _rows(report: Path) -> dict[str, Mapping[str, Any]]:
@@ -77,7 +79,7 @@ def _rows(report: Path) -> dict[str, Mapping[str, Any]]:
     return {str(r["name"]): r for r in rows if isinstance(r, dict) and r.get("metric") == "time"}
 
 
-def _judged(row: Row, again: Mapping[str, Any] | None, pct: float) -> Row:
+def _judged(row: Row, again: Mapping[str, Any] | None) -> Row:
     if not row.regression:
         return row
     if again is None:
@@ -88,7 +90,7 @@ def _judged(row: Row, again: Mapping[str, Any] | None, pct: float) -> Row:
     change, low, high = (float(x) for x in values)  # type: ignore[arg-type]
     text = f"first {_pct(row.change)} [{_pct(row.low)}, {_pct(row.high)}], "
     text += f"again {change:+.1f}% [{low:+.1f}%, {high:+.1f}%]"
-    if again.get("verdict") == "slower" and high >= pct:
+    if again.get("regression") is True:  # the nested session's own gate, marker thresholds too
         return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
     return _withdrawn(row, f"not confirmed by a new pair of processes: {text}")
 
