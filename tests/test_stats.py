@@ -81,6 +81,19 @@ def test_between_session_noise_is_measured_from_history():
     assert 0.005 < math.sqrt(noise.variance) < 0.08
 
 
+def test_saved_runs_that_agree_by_chance_do_not_make_a_noisy_benchmark_certain():
+    """Five runs within a percent of each other, but each run's rounds wander by 10 %: a later
+    session 17 % slower is not a certain slowdown, and the source says what bounded the noise."""
+    history = [Estimate(math.log(0.060) + d, 0.035, 0.10, 8) for d in (0, 0.01, -0.01, 0.005, 0)]
+    noise = between_sessions(history)
+    assert "at least the spread of blocks within a run, 10.0%" in noise.source
+    found = change(history, Estimate(math.log(0.060 * 1.17), 0.035, 0.10, 8))
+    assert found is not None and found.p_slower < 0.99
+    steady = [Estimate(h.log, 0.0035, 0.01, 8) for h in history]  # the same, steady rounds
+    found = change(steady, Estimate(math.log(0.060 * 1.17), 0.0035, 0.01, 8))
+    assert found is not None and found.p_slower > 0.99
+
+
 def test_one_saved_run_says_the_between_session_noise_is_assumed():
     noise = between_sessions([session(1)])
     assert not noise.measured and "assumed" in noise.source
