@@ -10,6 +10,7 @@ import pytest
 from pytest_tpu.gate.compare import (
     Measured,
     Side,
+    compare_compile,
     compare_runs,
     decide,
     incompatibility,
@@ -133,3 +134,11 @@ def test_machine_drift_the_saved_runs_already_saw_does_not_widen_the_interval():
     unusual = run(11, scale=1.2 / 1.6, kernel_scale=1.6)  # the kernel far outside its range
     rows = compare_runs({"t.py::test_x": side(history)}, {"t.py::test_x": side([unusual])})
     assert "machine drift +60" in rows[0].noise_source and "allowed for" in rows[0].noise_source
+
+
+def test_a_first_call_fails_its_gate_only_when_its_estimate_passes_the_threshold():
+    history = [1.00, 1.02, 0.99, 1.01]  # four sessions that happen to agree within 2 %
+    near = compare_compile("t.py::test_x", history, 1.22, 0.25)  # interval reaches 25 %
+    assert near.verdict == "slower" and not near.regression
+    assert "below the 25% threshold for a first call" in near.reason
+    assert compare_compile("t.py::test_x", history, 2.0, 0.25).regression
