@@ -76,7 +76,9 @@ def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(p
     pytester.makepyfile(test_tf=COMPILE.format(ops=150))
     for _ in range(4):  # the first call's spread between sessions is measured from these
         run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
-    gate = ("--compare=main", "--fail-on-regression=compile:25%")
+    # A generous threshold: a first call on a shared machine can take a third longer with the
+    # same code, and this test is about the planted tenfold graph, not about that noise.
+    gate = ("--compare=main", "--fail-on-regression=compile:100%")
     assert run(pytester, *gate).ret == 0
     pytester.makepyfile(test_tf=COMPILE.format(ops=1500))  # ten times the graph to trace
     result = run(pytester, *gate)
