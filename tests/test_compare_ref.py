@@ -226,9 +226,7 @@ def test_whole_runs_alternate_where_a_device_admits_one_process(repo):
     rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     # Two base runs are a history of two (one degree of freedom): the verdict on a 30-fold
     # slowdown is "slower" nearly always, but the interval is what this mode must get right.
-    assert {row["noise_source"].split(";")[0] for row in rows} == {
-        "2 whole base runs around this one"
-    }
+    assert all(row["noise_source"].startswith("2 whole base runs around this one") for row in rows)
     assert all(row["ci_low"] > 0 or row["verdict"] == "inconclusive" for row in rows)
     assert len(worktrees(repo)) == 1
 

@@ -78,7 +78,7 @@ def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(p
         run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
     # A generous threshold: a first call on a shared machine can take a third longer with the
     # same code, and this test is about the planted tenfold graph, not about that noise.
-    gate = ("--compare=main", "--fail-on-regression=compile:100%")
+    gate = ("--compare=main", "--fail-on-regression=compile:90%")
     assert run(pytester, *gate).ret == 0
     pytester.makepyfile(test_tf=COMPILE.format(ops=1500))  # ten times the graph to trace
     result = run(pytester, *gate)
