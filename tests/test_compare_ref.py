@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from sources import COLD
 
 from pytest_tpu.options import REGRESSION_EXIT_CODE
 
@@ -270,20 +271,6 @@ def test_both_sides_run_their_rounds_on_one_core_and_get_every_core_back(repo, m
         pinned |= {cores[0] for cores in rounds[1:]}
         assert [cores for where, cores in calls if where == "after"] in ([every], [])
     assert len(pinned) == 1  # both sides on the same core
-
-
-COLD = """
-import time
-
-calls = []
-
-def step():
-    calls.append(1)
-    time.sleep(0.3 if len(calls) == 1 else 0.002)  # a trace on the first call, then steady
-
-def test_cold(benchmark):
-    benchmark(step)
-"""
 
 
 def test_benchmark_call_sizes_its_rounds_on_a_steady_call_on_both_sides(repo):

@@ -14,6 +14,7 @@ import time
 # cannot be imported twice into one process.
 import numpy  # noqa: F401
 import pytest
+from sources import COLD
 
 from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate.history import summarize
@@ -244,20 +245,6 @@ def test_benchmark_call_is_calibrated_round_by_round_too(pytester):
     result.stdout.fnmatch_lines(
         ["REGRESSION test_auto.py::test_auto: *confirmed by a re-measurement*"]
     )
-
-
-COLD = """
-import time
-
-calls = []
-
-def step():
-    calls.append(1)
-    time.sleep(0.3 if len(calls) == 1 else 0.002)  # a trace on the first call, then steady
-
-def test_cold(benchmark):
-    benchmark(step)
-"""
 
 
 def test_benchmark_call_sizes_its_rounds_on_a_steady_call(pytester):
