@@ -143,12 +143,6 @@ def _size(built: Built, round_s: float) -> int:
     return max(1, round(target / built.unit_s))
 
 
-def sizes_rounds(fixture: Any) -> bool:
-    """Whether the fixture runs ``benchmark(fn)``, which derives its rounds from the first call
-    (``benchmark.pedantic`` has its rounds given, and its setup may make each call's arguments)."""
-    return str(getattr(fixture, "_mode", "")).startswith("benchmark(")
-
-
 def instrument(
     fixture: Any, kernels: Kernels, device: str | None, timer: Timer, prefer: str = ""
 ) -> Recording:
@@ -170,10 +164,6 @@ def instrument(
             if sized.built is None:
                 record.timings.append(None)
                 result = run(loops_range, timer_)
-                if sizes_rounds(fixture):
-                    # benchmark(fn) sizes its rounds on this first call: a trace or a compile in
-                    # it would leave a handful of rounds. Size them on a steady call instead.
-                    result = run(loops_range, timer_)
                 duration = result[0] if isinstance(result, tuple) else result
                 count = len(loops_range) if loops_range else 1
                 sized.built = kernels.choose(device, float(duration) / count, prefer)

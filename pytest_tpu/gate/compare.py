@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate.history import RunSummary, noise_logs, sessions
-from pytest_tpu.gate.stats import Change, Estimate, change, widened
+from pytest_tpu.gate.stats import Change, Estimate, change, sample_sd, widened
 
 DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression is given
 # Verdict thresholds of the other metrics when none is given: a first call (trace, compile)
@@ -177,10 +177,7 @@ def _typical_drift(base: Side, current: RunSummary) -> float:
     """
     runs = sessions(base.runs) or list(base.runs)
     logs = [r.kernel.log for r in runs if r.kernel and r.kernel_kind == current.kernel_kind]
-    if len(logs) < 2:
-        return 0.0
-    mean = math.fsum(logs) / len(logs)
-    return math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    return sample_sd(logs) if len(logs) >= 2 else 0.0
 
 
 def _with_drift(found: Change, mode: str, machine: Change | None, typical: float) -> Change:

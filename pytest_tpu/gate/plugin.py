@@ -37,6 +37,7 @@ from pytest_tpu.gate.stats import relative_spread
 from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
 from pytest_tpu.results import BenchResult, results_key
 from pytest_tpu.session import session_key
+from pytest_tpu.timing import size_rounds_on_a_steady_call
 
 NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run included
 _DONE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, REGRESSION_EXIT_CODE)
@@ -150,6 +151,7 @@ class GatePlugin:
             fixture.fullname = f"{fixture.fullname} ({label})"
         timer = getattr(fixture, "_timer", None) or self.kernels.timer
         prefer = self.kernel_kinds.get(item.nodeid, "")
+        size_rounds_on_a_steady_call(fixture)  # first: the kernel wraps the steady runner
         item.stash[recording_key] = calibration.instrument(
             fixture, self.kernels, device, timer, prefer
         )

@@ -136,7 +136,7 @@ def estimate(values: Sequence[float], location: Location = lower_mean) -> Estima
     if count < MIN_BLOCKS:
         return Estimate(log, math.inf, math.inf, count)
     logs = [math.log(location(block)) for block in _blocks(data, count)]
-    spread = _sd(logs)
+    spread = sample_sd(logs)
     return Estimate(log, spread / math.sqrt(count), spread, count)
 
 
@@ -145,7 +145,7 @@ def _expm1(x: float) -> float:
     return math.expm1(x) if x < 700 else math.inf
 
 
-def _sd(values: Sequence[float]) -> float:
+def sample_sd(values: Sequence[float]) -> float:
     mean = math.fsum(values) / len(values)
     return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
 
@@ -244,7 +244,7 @@ def between_sessions(
     if len(history) >= 2:
         logs = [h.log for h in history]
         within = math.fsum(_sq(h.se) for h in history) / len(history)
-        measured = max(_sd(logs) ** 2 - within, 0.0)
+        measured = max(sample_sd(logs) ** 2 - within, 0.0)
         floor = _block_variance([*history, *([current] if current else [])])
         source = f"{len(history)} saved runs"
         if floor > measured:
@@ -253,7 +253,7 @@ def between_sessions(
     spreads = [h.spread for h in history if math.isfinite(h.spread)]
     candidates = [s * s for s in spreads]
     if len(extra) >= 2:
-        candidates.append(_sd(extra) ** 2)
+        candidates.append(sample_sd(extra) ** 2)
     if not candidates:
         return Noise(math.inf, 1, "no estimate: too few rounds", False)
     assumed = max(candidates)
@@ -351,7 +351,7 @@ def relative_spread(values: Sequence[float]) -> float:
     data = clean(values)
     if len(data) < 2:
         return 0.0
-    return _sd(data) / (math.fsum(data) / len(data))
+    return sample_sd(data) / (math.fsum(data) / len(data))
 
 
 # --------------------------------------------------------------------------- same job, paired
@@ -392,7 +392,7 @@ def paired_change(differences: Sequence[float]) -> Change | None:
     if count < MIN_BLOCKS:
         return _unknown(delta, noise)
     blocks = [_trimmed(block) for block in _blocks(differences, count)]
-    return _from(delta, _sd(blocks) / math.sqrt(count), count - 1, noise)
+    return _from(delta, sample_sd(blocks) / math.sqrt(count), count - 1, noise)
 
 
 def widened(found: Change, extra_sd: float, why: str) -> Change:

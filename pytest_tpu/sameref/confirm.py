@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tpu.gate.compare import Row
+from pytest_tpu.gate.lines import pct
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
 TIMEOUT_S = 3600.0
@@ -88,15 +89,11 @@ def _judged(row: Row, again: Mapping[str, Any] | None) -> Row:
     if not all(isinstance(x, int | float) for x in values):
         return _withdrawn(row, f"the re-measurement was {again.get('verdict')}: no interval")
     change, low, high = (float(x) for x in values)  # type: ignore[arg-type]
-    text = f"first {_pct(row.change)} [{_pct(row.low)}, {_pct(row.high)}], "
+    text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], "
     text += f"again {change:+.1f}% [{low:+.1f}%, {high:+.1f}%]"
     if again.get("regression") is True:  # the nested session's own gate, marker thresholds too
         return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
     return _withdrawn(row, f"not confirmed by a new pair of processes: {text}")
-
-
-def _pct(fraction: float | None) -> str:
-    return "?" if fraction is None else f"{fraction * 100:+.1f}%"
 
 
 def _withdrawn(row: Row, why: str) -> Row:

@@ -17,14 +17,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_tpu.gate.calibration import sizes_rounds
 from pytest_tpu.gate.compare import Row, comparison_key, regressions, verdict_key
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
@@ -33,6 +32,7 @@ from pytest_tpu.sameref import confirm, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import build_rows
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
+from pytest_tpu.timing import size_rounds_on_a_steady_call
 
 CONNECT_TIMEOUT_S = 300.0  # the base session's start: Python, pytest, plugins, its conftests
 STOP_TIMEOUT_S = 10.0
@@ -48,26 +48,20 @@ BENCHMARK_OPTIONS = (
 BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
 
 
-def _wrap_runner(fixture: Any, before: Any, after: Any) -> None:
-    """Call ``before``/``after`` around every round of one BenchmarkFixture instance."""
+def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin) -> None:
+    """Before every round of one BenchmarkFixture instance: wait for the turn, then pin."""
+    size_rounds_on_a_steady_call(fixture)  # innermost: its doubled first call takes one turn
     original = getattr(fixture, "_make_runner", None)
     if not callable(original):
         return
-
-    first = [True]
 
     def make_runner(function: Any, args: Any, kwargs: Any) -> Any:
         runner = original(function, args, kwargs)
 
         def taking_turns(*call_args: Any) -> Any:
-            before()
-            try:
-                if first[0] and sizes_rounds(fixture):
-                    runner(*call_args)  # a trace or compile must not size benchmark(fn)'s rounds
-                first[0] = False
-                return runner(*call_args)
-            finally:
-                after()
+            take_turn()
+            pin.before_round()
+            return runner(*call_args)
 
         return taking_turns
 
@@ -279,21 +273,17 @@ class HeadPlugin:
             return (yield)
         nodeid = item.nodeid
         pin = Pin(None if self.whole_runs else self.core)
-
-        def before() -> None:
-            leader.before_head_round(nodeid)
-            pin.before_round()
-
-        _wrap_runner(fixture, before, lambda: None)
+        _wrap_runner(fixture, lambda: leader.before_head_round(nodeid), pin)
         try:
-            outcome = yield
+            try:
+                outcome = yield
+            finally:
+                pin.release()
         except (KeyboardInterrupt, SystemExit):
             raise  # stopping: the base is ended at unconfigure, not waited for
         except BaseException:
-            pin.release()
             leader.after_head_test(nodeid)  # a failed test: the base may still take its turns
             raise
-        pin.release()
         leader.after_head_test(nodeid)
         return outcome
 
@@ -395,12 +385,7 @@ class BasePlugin:
         pin = Pin(self.core)
         if fixture is not None and not getattr(fixture, "disabled", False):
             nodeid = item.nodeid
-
-            def before() -> None:
-                self.follower.before_round(nodeid)
-                pin.before_round()
-
-            _wrap_runner(fixture, before, lambda: None)
+            _wrap_runner(fixture, lambda: self.follower.before_round(nodeid), pin)
         try:
             return (yield)
         finally:
