@@ -233,11 +233,19 @@ def test_whole_runs_alternate_where_a_device_admits_one_process(repo):
 
 
 PINNED = """
-import json, os
+import json, os, threading
+
+# Two worker threads alive during the rounds, as a library's thread pool would have.
+done = threading.Event()
+workers = [threading.Thread(target=done.wait, daemon=True) for _ in range(2)]
+for worker in workers:
+    worker.start()
 
 def record(where):
+    threads = [0, *(worker.native_id for worker in workers)]
+    cores = [sorted(os.sched_getaffinity(thread)) for thread in threads]
     with open(os.environ["AFFINITY_LOG"], "a") as out:
-        out.write(json.dumps([os.getpid(), where, sorted(os.sched_getaffinity(0))]) + "\\n")
+        out.write(json.dumps([os.getpid(), where, cores]) + "\\n")
 
 def test_ped(benchmark):
     benchmark.pedantic(record, args=("round",), rounds=6)
@@ -251,26 +259,28 @@ def test_after():
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning a thread needs Linux and two cores",
 )
-def test_both_sides_run_their_rounds_on_one_core_and_get_every_core_back(repo, monkeypatch):
+def test_both_sides_pin_every_thread_the_same_way_and_give_every_core_back(repo, monkeypatch):
     commit(repo, "pinned", test_bench=PINNED)
     log = repo.path / "affinity.jsonl"
     monkeypatch.setenv("AFFINITY_LOG", str(log))
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
-    result.stdout.fnmatch_lines(["compare-ref: *ABBA, both on core *"])
+    result.stdout.fnmatch_lines(["compare-ref: *, every thread pinned alike, the rounds on core*"])
     every = sorted(os.sched_getaffinity(0))
-    seen: dict[int, list[tuple[str, list[int]]]] = {}
+    seen: dict[int, list[tuple[str, list[list[int]]]]] = {}
     for line in log.read_text().splitlines():
         pid, where, cores = json.loads(line)
         seen.setdefault(pid, []).append((where, cores))
     assert len(seen) == 2  # head and base
-    pinned = set()
+    placements = set()
     for calls in seen.values():
         rounds = [cores for where, cores in calls if where == "round"]
-        assert rounds[0] == every  # the first call: lazily made threads keep every core
-        assert all(len(cores) == 1 for cores in rounds[1:])
-        pinned |= {cores[0] for cores in rounds[1:]}
-        assert [cores for where, cores in calls if where == "after"] in ([every], [])
-    assert len(pinned) == 1  # both sides on the same core
+        assert rounds[0] == [every] * 3  # the first call: lazily made threads keep every core
+        for caller, *pool in rounds[1:]:
+            assert all(len(cores) == 1 for cores in (caller, *pool))
+            assert pool[0] != pool[1]  # the pool's threads on different cores: parallelism kept
+        placements |= {tuple(cores[0] for cores in placed) for placed in rounds[1:]}
+        assert [cores for where, cores in calls if where == "after"] in ([[every] * 3], [])
+    assert len(placements) == 1  # both sides' threads on the same cores, every round
 
 
 def test_benchmark_call_sizes_its_rounds_on_a_steady_call_on_both_sides(repo):

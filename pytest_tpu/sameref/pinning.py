@@ -1,22 +1,32 @@
-"""Both sides' rounds on one core: the cores of a shared machine do not run at one speed.
+"""Both sides' threads on the same cores: the cores of a shared machine do not run at one speed.
 
 Left alone, the scheduler keeps each of the two processes on "its" core, and on a virtual
 machine two cores can differ by tens of percent (seen here: the same 100 µs function +50 %
 slower in one process than in the other, 0-9 % once both ran on one core). Pairing neighbouring
-rounds cannot divide that out, because it never changes sides. So during a benchmark's rounds
-both sides pin their calling thread -- the one that runs the rounds -- to the same core. Only
-that thread: TensorFlow's and BLAS's worker threads keep every core, so a multi-threaded
-benchmark keeps its parallelism. A benchmark's first runner call is left unpinned, because
-threads a library creates lazily there would inherit the single core. The turns already keep the
-two sides from running at once, so sharing one core costs no time.
+rounds cannot divide that out, because it never changes sides. A multi-threaded benchmark has the
+same problem one level down: where TensorFlow's worker threads happen to run differs from process
+to process (measured here, a TensorFlow matmul chain in six pairs of processes with identical
+code: their ratio had a spread of 1.9 % with only the calling thread pinned and 0.4 % with every
+thread pinned).
+
+So during a benchmark's rounds both sides pin every thread, the same way: the thread that runs
+the rounds to the shared core, and the threads of each name (``tf_Compute``, ``python``, ...) one
+by one round-robin over the other cores and then that one. Each thread keeps one core, and
+threads of a pool land on different cores, so a multi-threaded benchmark keeps its parallelism.
+A benchmark's first runner call is left unpinned, because threads a library creates lazily there
+would inherit the calling thread's single core; threads born later are pinned at the next round.
+The turns already keep the two sides from running at once, so sharing the cores costs no time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+from collections import defaultdict
 
 CORE_ENV = "PYTEST_TPU_REF_CORE"  # the shared core, in the base session's environment
+TASKS = "/proc/self/task"  # one entry per thread of this process (Linux)
 
 
 def shared_core() -> int | None:
@@ -35,30 +45,80 @@ def core_from_env() -> int | None:
     return int(value) if value.isdigit() else None
 
 
+def _threads() -> list[int]:
+    """This process's thread ids, oldest first (ids grow as threads are made)."""
+    try:
+        return sorted(int(tid) for tid in os.listdir(TASKS) if tid.isdigit())
+    except OSError:  # no /proc: only the calling thread can be named
+        return [threading.get_native_id()]
+
+
+def _name(tid: int) -> str:
+    try:
+        with open(f"{TASKS}/{tid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
+
+
 class Pin:
-    """Pins the calling thread to ``core`` from a benchmark's second round on; ``release``
-    gives it back every core it had."""
+    """Pins every thread of this process from a benchmark's second round on (the calling thread
+    to ``core``, the others spread over the cores); ``release`` gives each back what it had."""
 
     def __init__(self, core: int | None) -> None:
         self.core = core
         self.calls = 0
-        self.saved: set[int] | None = None
+        self.saved: dict[int, set[int]] = {}  # thread id -> its cores before pinning
+        self.named: dict[str, int] = defaultdict(int)  # threads of each name pinned so far
+        self.cores: list[int] = []
+        self.born_pinned: set[int] = set()  # threads made while this process was pinned
 
     def before_round(self) -> None:
         self.calls += 1
-        if self.core is None or self.calls < 2 or self.saved is not None:
+        if self.core is None or self.calls < 2:
             return
+        caller = threading.get_native_id()
+        if not self.saved:
+            try:
+                allowed = os.sched_getaffinity(0)
+                os.sched_setaffinity(0, {self.core})  # 0: the calling thread, on Linux
+            except OSError:  # the core was taken away (a cgroup changed): run unpinned
+                self.core = None
+                return
+            self.saved[caller] = allowed
+            ordered = sorted(allowed)
+            start = ordered.index(self.core) + 1 if self.core in ordered else 0
+            self.cores = ordered[start:] + ordered[:start]  # the shared core comes last
+            first = True
+        else:
+            first = False
+        for tid in _threads():
+            if tid not in self.saved:
+                self._pin_other(tid)
+                if not first:
+                    self.born_pinned.add(tid)
+
+    def _pin_other(self, tid: int) -> None:
+        name = _name(tid)
+        core = self.cores[self.named[name] % len(self.cores)]
+        self.named[name] += 1
         try:
-            saved = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, {self.core})  # 0: the calling thread, on Linux
-        except OSError:  # the core was taken away (a cgroup changed): run unpinned
-            self.core = None
-            return
-        self.saved = saved
+            saved = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, {core})
+        except OSError:  # the thread ended meanwhile, or may not be moved: leave it
+            saved = set()
+        self.saved[tid] = saved
 
     def release(self) -> None:
-        if self.saved is None:
-            return
-        with contextlib.suppress(OSError):  # a core taken away meanwhile: nothing to give back
-            os.sched_setaffinity(0, self.saved)
-        self.saved = None
+        caller = threading.get_native_id()
+        every = self.saved.get(caller, set())
+        for tid, saved in self.saved.items():
+            # A thread born of a pinned thread inherited its one core: it gets the caller's.
+            back = every if tid in self.born_pinned else saved
+            if not back:
+                continue
+            with contextlib.suppress(OSError):  # ended, or a core taken away meanwhile
+                os.sched_setaffinity(tid, back)
+        self.saved.clear()
+        self.named.clear()
+        self.born_pinned.clear()

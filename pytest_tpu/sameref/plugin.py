@@ -255,7 +255,7 @@ class HeadPlugin:
             else "one process per tree, benchmark rounds alternate ABBA"
         )
         if self.core is not None and not self.whole_runs:
-            how += f", both on core {self.core}"
+            how += f", every thread pinned alike, the rounds on core {self.core}"
         where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
         return [f"compare-ref: {where} vs {head}; {how} (same job)"]
 
