@@ -1,9 +1,10 @@
 """A same-job regression stands only if a second pair of fresh processes agrees.
 
-Pairing neighbouring rounds cancels what the machine does over time, not what differs between
-the two processes: a TensorFlow benchmark can run a few percent faster in one process than in
-another with the same code (where its threads and buffers land), for the whole session. Rounds
-of the same two processes cannot reveal that, so a benchmark about to fail is measured again by
+Pairing neighbouring rounds cancels what the machine does over time, and pinning both sides'
+threads alike (``pinning``) cancels where they run, but not everything that differs between the
+two processes: a benchmark can run a percent or two faster in one process than in another with
+the same code (where its buffers land, how its dicts hash), for the whole session. Rounds of the
+same two processes cannot reveal that, so a benchmark about to fail is measured again by
 a new head process and a new base process -- a nested ``--compare-ref`` session of just those
 benchmarks -- and the session fails only where that measurement fails too. Passing sessions
 pay nothing. A re-measurement that cannot run leaves the first measurement standing, and the
