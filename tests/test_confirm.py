@@ -1,0 +1,63 @@
+"""How a new pair of processes confirms or withdraws a same-job regression (plain data)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tpu.gate.compare import Row
+from pytest_tpu.sameref.confirm import _judged
+
+FIRST = Row(
+    nodeid="test_a.py::test_cnn",
+    status="compared",
+    verdict="slower",
+    change=0.109,
+    low=0.042,
+    high=0.180,
+    confidence=0.995,
+    regression=True,
+)
+
+
+def again(change: float, low: float, high: float, regression: bool = False) -> dict[str, object]:
+    return {
+        "name": FIRST.nodeid,
+        "metric": "time",
+        "change_pct": change,
+        "ci_low": low,
+        "ci_high": high,
+        "verdict": "slower" if low > 0 else "inconclusive",
+        "regression": regression,
+    }
+
+
+@pytest.mark.parametrize(
+    ("measured", "stands"),
+    [
+        # Its own gate failed: confirmed.
+        (again(9.0, 3.0, 15.0, regression=True), True),
+        # Slower at 95 % and reaching the threshold, but short of its own 99 %: still confirmed.
+        (again(10.4, 1.9, 19.5), True),
+        # An interval reaching below zero: the first pair's processes may have made it.
+        (again(11.1, -0.6, 24.1), False),
+        # Clearly slower, but clearly below the 5 % threshold: not a regression.
+        (again(3.4, 2.9, 3.9), False),
+        # Nothing there.
+        (again(0.5, -0.9, 1.8), False),
+    ],
+)
+def test_the_new_pair_confirms_a_regression_it_sees_and_withdraws_one_it_does_not(measured, stands):
+    row = _judged(FIRST, measured, 0.05)
+    assert row.regression is stands
+    assert row.confirmed is stands
+    assert row.verdict == ("slower" if stands else "inconclusive")
+    assert ("confirmed by a new pair" if stands else "not confirmed by a new pair") in row.reason
+    assert f"again {measured['change_pct']:+.1f}%" in row.reason
+
+
+def test_a_missing_or_unmeasured_row_withdraws_the_regression():
+    assert _judged(FIRST, None, 0.05).regression is False
+    unmeasured = {"name": FIRST.nodeid, "metric": "time", "verdict": "base failed"}
+    row = _judged(FIRST, unmeasured, 0.05)
+    assert row.regression is False
+    assert "no interval" in row.reason
