@@ -56,9 +56,18 @@ def command(
 
 
 def remeasure(
-    rows: Sequence[Row], commit: str, pct: float, rootdir: Path, measuring: Sequence[str]
+    rows: Sequence[Row],
+    commit: str,
+    pct: float,
+    rootdir: Path,
+    measuring: Sequence[str],
+    own: Mapping[str, float] | None = None,
 ) -> tuple[list[Row], str]:
-    """``rows`` with each regression confirmed or withdrawn, and a line on what ran."""
+    """``rows`` with each regression confirmed or withdrawn, and a line on what ran.
+
+    ``pct`` is the session's time threshold in percent; ``own`` a benchmark's own (a fraction,
+    from its marker), by node id. The nested session reads the same markers.
+    """
     failing = [row.nodeid for row in rows if row.regression]
     if not failing:
         return list(rows), ""
@@ -79,7 +88,11 @@ def remeasure(
             why = f"exit {done.returncode}: {tail}"
             return list(rows), f"the re-measurement gave no comparison ({why}): the first stands"
     line = f"re-measured {len(failing)} regression(s) in a new pair of processes"
-    return [_judged(row, again.get(row.nodeid), pct / 100) for row in rows], line
+    thresholds = own or {}
+    judged = [
+        _judged(row, again.get(row.nodeid), thresholds.get(row.nodeid, pct / 100)) for row in rows
+    ]
+    return judged, line
 
 
 def _rows(report: Path) -> dict[str, Mapping[str, Any]]:

@@ -135,6 +135,7 @@ class HeadPlugin:
         self.whole_runs = False
         self.base_runs: list[dict[str, list[float]]] = []
         self.core = shared_core()
+        self.own: dict[str, float] = {}  # a benchmark's own time threshold (fraction), by marker
 
     # -------------------------------------------------------------- start
 
@@ -260,6 +261,12 @@ class HeadPlugin:
         return [f"compare-ref: {where} vs {head}; {how} (same job)"]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from pytest_tpu.gate.plugin import marker_thresholds
+
+        for item in session.items:  # @pytest.mark.regression_threshold(time=...) as with --compare
+            own = marker_thresholds(item).get("time")
+            if own is not None:
+                self.own[item.nodeid] = own / 100
         if self.conn is not None:
             self.leader = Leader(self.conn, [item.nodeid for item in session.items])
 
@@ -301,7 +308,7 @@ class HeadPlugin:
             from pytest_tpu.sameref import runs
 
             self._whole_run()
-            rows = runs.build_rows(results.passed, failed, self.base_runs, threshold)
+            rows = runs.build_rows(results.passed, failed, self.base_runs, threshold, self.own)
         elif self.leader is None:
             self.lines.append(f"nothing compared with {self.ref}: the base session did not run")
             return
@@ -310,7 +317,7 @@ class HeadPlugin:
             self._stop_child()
             if self.leader.note:
                 self.lines.append(f"base session: {self.leader.note}")
-            rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold)
+            rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold, self.own)
             rows = self._confirmed(rows, session)
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
@@ -328,7 +335,9 @@ class HeadPlugin:
             return rows  # tests failed: the session fails anyway, no time is spent on this
         pct = self.settings.fail_on_regression or 5.0
         measuring = measuring_args(self.config, self.settings)
-        rows, line = confirm.remeasure(rows, self.commit, pct, self.config.rootpath, measuring)
+        rows, line = confirm.remeasure(
+            rows, self.commit, pct, self.config.rootpath, measuring, self.own
+        )
         if line:
             self.lines.append(line)
         return rows

@@ -62,8 +62,12 @@ def build_rows(
     base: Mapping[str, Mapping[str, Any]],
     rounds: Mapping[str, Rounds],
     threshold: float,
+    own: Mapping[str, float] | None = None,
 ) -> list[Row]:
-    """Every row: compared, new (head only), missing (base only), failed on either side."""
+    """Every row: compared, new (head only), missing (base only), failed on either side.
+
+    ``threshold`` is the time threshold (a fraction); ``own`` a benchmark's own, by node id.
+    """
     rows = []
     for result in head:
         other = base.get(result.nodeid)
@@ -81,7 +85,12 @@ def build_rows(
         else:
             samples = [float(x) for x in other.get("samples", ())]
             rows.append(
-                compare_one(result, samples, rounds.get(result.nodeid, Rounds()), threshold)
+                compare_one(
+                    result,
+                    samples,
+                    rounds.get(result.nodeid, Rounds()),
+                    (own or {}).get(result.nodeid, threshold),
+                )
             )
     measured = {result.nodeid for result in head} | set(head_failed)
     rows += [Row(status="failed", **_common(nodeid)) for nodeid in head_failed]

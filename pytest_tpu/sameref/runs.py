@@ -67,8 +67,10 @@ def build_rows(
     head_failed: Sequence[str],
     base_runs: Sequence[Mapping[str, Sequence[float]]],
     threshold: float,
+    own: Mapping[str, float] | None = None,
 ) -> list[Row]:
-    """Rows of the head's results against the base's whole runs."""
+    """Rows of the head's results against the base's whole runs (``own``: a benchmark's own
+    time threshold, by node id)."""
     rows: list[Row] = []
     for result in head:
         summaries = [s for run in base_runs if (s := summarize(run.get(result.nodeid, ())))]
@@ -84,7 +86,7 @@ def build_rows(
         current = summarize(result.samples)
         assert current is not None  # passed results have rounds
         base, head_side = _side(result.nodeid, summaries), _side(result.nodeid, [current])
-        row = compare_one(base, head_side, threshold, False)
+        row = compare_one(base, head_side, (own or {}).get(result.nodeid, threshold), False)
         source = row.noise_source.replace("saved runs", "whole base runs around this one")
         rows.append(replace(row, noise_source=source))
     rows += [Row(nodeid=nodeid, status="failed") for nodeid in head_failed]
