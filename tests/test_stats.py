@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
 
 from pytest_tpu.gate.stats import (
+    FAIL_CONFIDENCE,
     Estimate,
+    Noise,
+    _from,
     between_sessions,
     change,
     clean,
@@ -152,3 +156,21 @@ def test_paired_rounds_cancel_drift_that_unpaired_rounds_would_see():
     assert found is not None
     assert found.low < 0.05 < found.high and found.high - found.low < 0.01
     assert "400 paired rounds" in found.source
+
+
+@pytest.mark.parametrize("df", [2, 4, 7, 30])
+def test_the_stated_detectable_change_is_called_slower_four_times_in_five(df):
+    # The gate calls "slower" when estimate / estimated error clears the 99 % one-sided t. A true
+    # change of the stated detectable size, with errors as the comparison estimated them (an
+    # estimate around it, the error itself estimated on df degrees of freedom), must clear it
+    # about 4 times in 5: neither a promise the gate cannot keep, nor one far too modest.
+    rng = random.Random(df)
+    se = 0.01
+    shift = math.log1p(_from(0.0, se, df, Noise(0.0, df, "", True)).detectable)
+    critical = t_ppf(FAIL_CONFIDENCE, df)
+    trials, caught = 4000, 0
+    for _ in range(trials):
+        estimate = rng.gauss(shift, se)
+        estimated_se = se * math.sqrt(sum(rng.gauss(0, 1) ** 2 for _ in range(df)) / df)
+        caught += estimate / estimated_se >= critical
+    assert 0.76 < caught / trials < 0.84

@@ -22,14 +22,20 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate.history import RunSummary, noise_logs, sessions
-from pytest_tpu.gate.stats import Change, Estimate, change, sample_sd, widened
+from pytest_tpu.gate.stats import (
+    FAIL_CONFIDENCE,
+    Change,
+    Estimate,
+    change,
+    sample_sd,
+    widened,
+)
 
 DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression is given
 # Verdict thresholds of the other metrics when none is given: a first call (trace, compile)
 # varies far more between sessions than steady rounds do.
 DEFAULT_THRESHOLDS = {"time": DEFAULT_THRESHOLD, "memory": 0.05, "compile": 0.25}
 METRIC_UNITS = {"memory": "B", "compile": "s"}
-FAIL_CONFIDENCE = 0.99  # how sure "slower" must be
 MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called drift
 # How much of the machine's drift since the baseline the ratios to the kernel may have failed to
 # divide out. The kernel is a different program: a drift it sees may hit this benchmark more or

@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 LOWER_FRACTION = 0.5  # share of the fastest rounds that locates a run
 MAX_BLOCKS = 8  # contiguous blocks of a run for batch means
 MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estimated
 CONFIDENCE = 0.95  # the interval shown
-Z_POWER = 0.8416  # 80 % power, for the smallest detectable change
+FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``compare.decide``)
+POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change
 
 Location = Callable[[Sequence[float]], float]
 
@@ -176,10 +178,12 @@ def t_cdf(x: float, df: float) -> float:
     return min(1.0, 0.5 + total * h / 3)
 
 
+@lru_cache(maxsize=512)
 def t_ppf(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t (by bisection on ``t_cdf``)."""
+    """The ``p`` quantile of Student's t (by bisection on ``t_cdf``; 50 halvings of the
+    bracket leave it 2e-12 wide). Cached: same-job rows share their degrees of freedom."""
     low, high = -1e3, 1e3
-    for _ in range(80):
+    for _ in range(50):
         mid = (low + high) / 2
         if t_cdf(mid, df) < p:
             low = mid
@@ -318,7 +322,7 @@ def _from(delta: float, se: float, df: float, noise: Noise) -> Change:
     else:
         p = t_cdf(delta / se, df)
         half = t_ppf(1 - (1 - CONFIDENCE) / 2, df) * se
-    detectable = half + Z_POWER * se
+    detectable = _detectable(df) * se
     return Change(
         estimate=_expm1(delta),
         low=_expm1(delta - half),
@@ -330,6 +334,49 @@ def _from(delta: float, se: float, df: float, noise: Noise) -> Change:
         source=noise.source,
         measured=noise.measured,
     )
+
+
+def _detectable(df: float) -> float:
+    """The true change, in standard errors, that the gate calls slower 4 times in 5."""
+    # A tenth of a degree of freedom changes nothing shown; below one there is no t to speak of.
+    return _detectable_at(max(1.0, round(df, 1)))
+
+
+@lru_cache(maxsize=512)
+def _detectable_at(df: float) -> float:
+    """The gate calls a change slower when ``estimate / estimated error`` clears the one-sided
+    ``FAIL_CONFIDENCE`` t quantile. The estimated error is itself uncertain (``df`` degrees of
+    freedom), so t + z would promise too much with few blocks: the shift that clears it with
+    80 % power is solved for on the noncentral t's power, integrated over the error's spread.
+    """
+    t = t_ppf(FAIL_CONFIDENCE, df)
+    low, high = t, 4 * t + 10
+    for _ in range(40):
+        mid = (low + high) / 2
+        if _power(mid, t, df) < POWER:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def _power(shift: float, t: float, df: float) -> float:
+    """P(Z + shift > t * U / sqrt(df)) with Z normal and U^2 chi-square on ``df`` (Simpson)."""
+    top = math.sqrt(df + 12 * math.sqrt(2 * df) + 40)
+    steps = 600
+    h = top / steps
+    scale = math.log(2) - (df / 2) * math.log(2) - math.lgamma(df / 2)
+    total = 0.0
+    for i in range(steps + 1):
+        u = i * h
+        if u == 0:  # the density at 0: finite for one degree of freedom, 0 above
+            density = math.exp(scale) if df == 1 else 0.0
+        else:
+            density = math.exp(scale + (df - 1) * math.log(u) - u * u / 2)
+        weight = 1 if i in (0, steps) else (4 if i % 2 else 2)
+        beyond = 0.5 * math.erfc((t * u / math.sqrt(df) - shift) / math.sqrt(2))
+        total += weight * density * beyond
+    return total * h / 3
 
 
 def _unknown(delta: float, noise: Noise) -> Change:

@@ -9,16 +9,16 @@ a new head process and a new base process -- a nested ``--compare-ref`` session 
 benchmarks -- and the session fails only where that measurement agrees. Passing sessions
 pay nothing.
 
-Agreeing asks less than finding: the first pair already found the regression at 99 % (one-sided)
-and beyond the threshold; the new pair has only to rule out that the first pair's processes made
-it. So a regression stands where the new pair's own gate fails, or where its 95 % interval lies
-above zero (97.5 % one-sided) and reaches the threshold. A new pair that sees no slowdown, or one
-clearly below the threshold, withdraws it. (Measured here with the stricter rule, both pairs
-failing on their own: the new pair withdrew 16 of the 23 first-pair failures of a Keras CNN made
-10 % slower, most of them measured again at +4 to +12 % with intervals from just below to just
-above zero; a new pair measures only the failing benchmarks, the first of them in a fresh process.)
-A re-measurement that cannot run leaves the first measurement standing, and the summary says so:
-a broken confirmation must not turn a measured regression into a pass.
+Agreeing asks less than finding: the first pair was already 99 % (one-sided) sure of a slowdown
+whose interval reaches the threshold; the new pair has only to rule out that the first pair's
+processes made it. So a regression stands where the new pair's own gate fails, or where its 95 %
+interval lies above zero (97.5 % one-sided) and reaches the threshold. A new pair that sees no
+slowdown, or one clearly below the threshold, withdraws it. (Measured here with the stricter rule,
+both pairs failing on their own: the new pair withdrew 16 of the 23 first-pair failures of a Keras
+CNN made 10 % slower, most of them measured again at +4 to +12 % with intervals from just below to
+just above zero; a new pair measures only the failing benchmarks, the first of them in a fresh
+process.) A re-measurement that cannot run leaves the first measurement standing, and the summary
+says so: a broken confirmation must not turn a measured regression into a pass.
 """
 
 from __future__ import annotations

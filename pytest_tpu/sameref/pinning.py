@@ -6,8 +6,8 @@ slower in one process than in the other, 0-9 % once both ran on one core). Pairi
 rounds cannot divide that out, because it never changes sides. A multi-threaded benchmark has the
 same problem one level down: where TensorFlow's worker threads happen to run differs from process
 to process (measured here, a TensorFlow matmul chain in six pairs of processes with identical
-code: their ratio had a spread of 1.9 % with only the calling thread pinned and 0.4 % with every
-thread pinned).
+code: their ratio had a spread of 1.7-1.9 % with nothing pinned, 2.9 % with only the calling
+thread pinned and 0.3-0.4 % with every thread pinned).
 
 So during a benchmark's rounds both sides pin every thread, the same way: the thread that runs
 the rounds to the shared core, and the threads of each name (``tf_Compute``, ``python``, ...) one
@@ -55,7 +55,8 @@ def _threads() -> list[int]:
 
 def _name(tid: int) -> str:
     try:
-        with open(f"{TASKS}/{tid}/comm") as comm:
+        # A name is cut at 15 bytes, possibly inside a character: never let that raise.
+        with open(f"{TASKS}/{tid}/comm", encoding="utf-8", errors="replace") as comm:
             return comm.read().strip()
     except OSError:
         return ""
@@ -112,9 +113,13 @@ class Pin:
     def release(self) -> None:
         caller = threading.get_native_id()
         every = self.saved.get(caller, set())
-        for tid, saved in self.saved.items():
+        backs = dict(self.saved)
+        if every:
             # A thread born of a pinned thread inherited its one core: it gets the caller's.
-            back = every if tid in self.born_pinned else saved
+            # That covers threads born after the last round too (a pool grown in the test body).
+            backs |= {tid: every for tid in _threads() if tid not in self.saved}
+            backs |= dict.fromkeys(self.born_pinned, every)
+        for tid, back in backs.items():
             if not back:
                 continue
             with contextlib.suppress(OSError):  # ended, or a core taken away meanwhile

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pytest_tpu.gate.compare import Measured, Row, decide, row_of
@@ -53,7 +54,29 @@ def compare_one(
             **_common(head.nodeid),
         )
     measured = Measured(found, "paired", None)
-    return row_of(measured, decide(measured, threshold), {**values, **_common(head.nodeid)}, False)
+    decision = decide(measured, threshold)
+    row = row_of(measured, decision, {**values, **_common(head.nodeid)}, False)
+    hint = more_rounds(found.detectable, threshold, len(differences))
+    if decision.verdict != "inconclusive" or not hint:
+        return row
+    return replace(row, reason=f"{row.reason}; {hint}")
+
+
+def more_rounds(detectable: float, threshold: float, pairs: int) -> str:
+    """How many paired rounds would resolve ``threshold``, when this many could not.
+
+    Within one job the uncertainty is the rounds' own, and it shrinks as one over the square root
+    of their number: the factor is (detectable / threshold) squared, on the log scale. It assumes
+    the rounds vary as they did; a difference between the two processes does not shrink.
+    """
+    if not (math.isfinite(detectable) and detectable > threshold > 0) or pairs < 1:
+        return ""
+    factor = (math.log1p(detectable) / math.log1p(threshold)) ** 2
+    return (
+        f"about {math.ceil(pairs * factor)} paired rounds instead of {pairs} would resolve "
+        f"{threshold:.1%} (more rounds: benchmark.pedantic(rounds=...) or "
+        "--benchmark-max-time / --benchmark-min-rounds)"
+    )
 
 
 def build_rows(

@@ -1,0 +1,70 @@
+"""Rows of a same-job comparison from paired rounds, and the advice an unresolved row gives."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import statistics
+
+from pytest_tpu.results import BenchResult
+from pytest_tpu.sameref.rows import compare_one, more_rounds
+from pytest_tpu.sameref.turns import HEAD, Rounds, turn_of
+
+NODEID = "test_a.py::test_step"
+
+
+def paired(pairs: int, spread: float, seed: int, slower: float = 0.0) -> tuple[list, list, Rounds]:
+    """Rounds of a ~100 ms step in ABBA order: the machine's drift hits both rounds of a pair,
+    each round has its own noise of ``spread`` (log scale)."""
+    rng = random.Random(seed)
+    turns = list(range(2 * pairs))
+    head_turns = [t for t in turns if turn_of(t) == HEAD]
+    base_turns = [t for t in turns if turn_of(t) != HEAD]
+    drift = {t // 2: math.exp(rng.gauss(0, 0.05)) for t in turns}
+    head = [0.1 * drift[t // 2] * (1 + slower) * math.exp(rng.gauss(0, spread)) for t in head_turns]
+    base = [0.1 * drift[t // 2] * math.exp(rng.gauss(0, spread)) for t in base_turns]
+    return head, base, Rounds(head=head_turns, base=base_turns)
+
+
+def row_of(pairs: int, spread: float, seed: int, slower: float = 0.0):
+    head, base, rounds = paired(pairs, spread, seed, slower)
+    result = BenchResult(NODEID, "test_step", None, {}, {}, tuple(head))
+    return compare_one(result, base, rounds, 0.05)
+
+
+def suggested(reason: str) -> int:
+    found = re.search(r"about (\d+) paired rounds instead of (\d+) would resolve 5.0%", reason)
+    assert found, reason
+    return int(found.group(1))
+
+
+def test_an_unresolved_row_says_how_many_rounds_would_resolve_the_threshold():
+    ratios = []
+    for seed in range(9):
+        first = row_of(10, 0.12, seed)
+        assert first.verdict == "inconclusive"
+        assert "cannot resolve a 5.0% change here" in first.reason
+        advised = suggested(first.reason)
+        assert advised > 10
+        # Taking the advice: as many rounds of the same noise resolve it, give or take the
+        # first estimate's own uncertainty (so the median over a few tries is looked at).
+        again = row_of(advised, 0.12, seed + 100)
+        assert again.detectable is not None
+        ratios.append(again.detectable / 0.05)
+    assert 0.6 < statistics.median(ratios) < 1.5, ratios
+
+
+def test_a_resolved_row_gives_no_advice():
+    quiet = row_of(40, 0.01, 1)
+    assert quiet.verdict == "unchanged"
+    assert "paired rounds" not in quiet.reason
+    slower = row_of(40, 0.01, 2, slower=0.10)
+    assert slower.verdict == "slower" and slower.regression
+    assert "paired rounds" not in slower.reason
+
+
+def test_advice_needs_a_finite_detectable_change_above_the_threshold():
+    assert more_rounds(math.inf, 0.05, 10) == ""
+    assert more_rounds(0.04, 0.05, 10) == ""
+    assert "about 83 paired rounds instead of 10" in more_rounds(0.15, 0.05, 10)
