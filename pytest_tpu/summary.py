@@ -237,8 +237,8 @@ def from_gate_row(row: Row) -> ComparisonRow:
     notes = [row.reason] if row.reason else []
     if row.status == "failed":
         verdict, notes = "missing", ["failed in this run, so not compared"]
-    elif row.regression:
-        notes = [f"regression beyond the threshold ({sure(row.confidence)} sure)"]
+    elif row.regression:  # what confirmed it (a re-measurement, a new pair) stays readable
+        notes = [f"regression beyond the threshold ({sure(row.confidence)} sure)", *notes]
     if row.status == "compared" and row.forced:
         notes.insert(0, "[forced] environments differ")
     note = "; ".join(notes)

@@ -78,7 +78,8 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
 
 def test_a_slower_commit_fails_with_exit_6(repo):
     commit(repo, "slower", test_bench=BENCH.format(n=9000))
-    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1", "--fail-on-regression=25")
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=25", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(
         [
@@ -88,6 +89,12 @@ def test_a_slower_commit_fails_with_exit_6(repo):
         ],
         consecutive=False,
     )
+    # The report keeps both measurements of a confirmed regression, not just the verdict.
+    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    ped = next(row for row in rows if row["name"].endswith("::test_ped"))
+    assert ped["regression"] is True and ped["confirmed"] is True
+    assert ped["note"].startswith("regression beyond the threshold (")
+    assert "confirmed by a new pair of processes (first +" in ped["note"]
     assert len(worktrees(repo)) == 1
 
 
@@ -201,6 +208,8 @@ def test_interrupted_session_leaves_no_worktree_and_no_base_process(repo, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        # A shell's background job inherits SIGINT ignored; a terminal's Ctrl-C is not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not (repo.path / "started").exists():

@@ -362,6 +362,8 @@ def test_interrupted_session_saves_no_baseline(pytester, sig):
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        # A shell's background job inherits SIGINT ignored; a terminal's Ctrl-C is not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while not (pytester.path / "started").exists():
