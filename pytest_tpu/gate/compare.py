@@ -40,9 +40,9 @@ MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called
 # How much of the machine's drift since the baseline the ratios to the kernel may have failed to
 # divide out. The kernel is a different program: a drift it sees may hit this benchmark more or
 # less (seen here: a kernel 50 % slower beside a benchmark 60 % slower). Half is assumed for the
-# ratios, all of it for raw rounds, and added to the uncertainty -- but only the drift beyond
-# twice the kernel's spread across the saved runs: drift of that size was there when the
-# history's between-session noise was measured, so it is already in the interval.
+# ratios, all of it for raw rounds, and added to the uncertainty -- but only the drift variance
+# beyond the kernel's across the saved runs: drift of that spread was there when the history's
+# between-session noise was measured, so it is already in the interval.
 UNTRACKED_DRIFT = {"raw": 1.0, "calibrated": 0.5}
 KEY_FIELDS = (
     "accelerator",
@@ -187,13 +187,22 @@ def _typical_drift(base: Side, current: RunSummary) -> float:
 
 
 def _with_drift(found: Change, mode: str, machine: Change | None, typical: float) -> Change:
-    """The change made as uncertain as the part of the machine's drift it may still carry:
-    the drift beyond what the saved runs already saw (twice their spread)."""
+    """The change made as uncertain as the part of the machine's drift it may still carry,
+    beyond what the saved runs already saw.
+
+    The history's between-session noise was measured while the machine drifted with a spread
+    of ``typical``, so it holds a drift variance of ``typical``² already; a session that drifted
+    by ``d`` carries ``d``² of it. Only the difference is new. (It used to be the drift beyond
+    twice ``typical``, which let a 23-42 % drift through almost whole under a bursty neighbour:
+    unchanged numpy rounds then failed at +10-13 %, calibrated.)
+    """
     if machine is None or not math.isfinite(machine.estimate):
         return found
-    excess = max(0.0, abs(math.log1p(machine.estimate)) - 2 * typical)
-    drift = excess * UNTRACKED_DRIFT[mode]
-    return widened(found, drift, f"machine drift {machine.estimate:+.1%} allowed for")
+    drift = math.log1p(machine.estimate)
+    excess = math.sqrt(max(0.0, drift * drift - typical * typical))
+    return widened(
+        found, excess * UNTRACKED_DRIFT[mode], f"machine drift {machine.estimate:+.1%} allowed for"
+    )
 
 
 def _machine(base: Side, current: RunSummary) -> Change | None:
