@@ -54,12 +54,13 @@ def compare_one(
             **_common(head.nodeid),
         )
     measured = Measured(found, "paired", None)
-    decision = decide(measured, threshold)
-    row = row_of(measured, decision, {**values, **_common(head.nodeid)}, False)
+    row = row_of(measured, decide(measured, threshold), {**values, **_common(head.nodeid)}, False)
     hint = more_rounds(found.detectable, threshold, len(differences))
-    if decision.verdict != "inconclusive" or not hint:
-        return row
-    return replace(row, reason=f"{row.reason}; {hint}")
+    return (
+        replace(row, reason=f"{row.reason}; {hint}")
+        if row.verdict == "inconclusive" and hint
+        else row
+    )
 
 
 def more_rounds(detectable: float, threshold: float, pairs: int) -> str:
