@@ -1,24 +1,25 @@
 """A same-job regression stands only if a second pair of fresh processes agrees.
 
 Pairing neighbouring rounds cancels what the machine does over time, and pinning both sides'
-threads alike (``pinning``) cancels where they run, but not everything that differs between the
-two processes: a benchmark can run a percent or two faster in one process than in another with
-the same code (where its buffers land, how its dicts hash), for the whole session. Rounds of the
-same two processes cannot reveal that, so a benchmark about to fail is measured again by
-a new head process and a new base process -- a nested ``--compare-ref`` session of just those
-benchmarks -- and the session fails only where that measurement agrees. Passing sessions
-pay nothing.
+threads alike (``pinning``) cancels where they run, but not everything that differs between the two
+processes: a benchmark can run a percent or two faster in one process than in another with the same
+code (where its buffers land, how its dicts hash), for the whole session. Rounds of the same two
+processes cannot reveal that, so a benchmark about to fail is measured again by a new head process
+and a new base process -- a nested ``--compare-ref`` session of just those benchmarks -- and the
+session fails only where that measurement agrees. Passing sessions pay nothing.
 
 Agreeing asks less than finding: the first pair was already 99 % (one-sided) sure of a slowdown
 whose interval reaches the threshold; the new pair has only to rule out that the first pair's
 processes made it. So a regression stands where the new pair's own gate fails, or where its 95 %
 interval lies above zero (97.5 % one-sided) and reaches the threshold. A new pair that sees no
-slowdown, or one clearly below the threshold, withdraws it. (Measured here with the stricter rule,
-both pairs failing on their own: the new pair withdrew 16 of the 23 first-pair failures of a Keras
-CNN made 10 % slower, most of them measured again at +4 to +12 % with intervals from just below to
-just above zero; a new pair measures only the failing benchmarks, the first of them in a fresh
-process.) A re-measurement that cannot run leaves the first measurement standing, and the summary
-says so: a broken confirmation must not turn a measured regression into a pass.
+slowdown, or one clearly below the threshold, withdraws it; the row stays ``slower`` (not a
+regression) where the new pair's own verdict is ``slower``, and is ``inconclusive`` otherwise.
+(Measured here with the stricter rule, both pairs failing on their own: the new pair withdrew 16 of
+the 23 first-pair failures of a Keras CNN made 10 % slower, most of them measured again at +4 to
++12 % with intervals from just below to just above zero; a new pair measures only the failing
+benchmarks, the first of them in a fresh process.) A re-measurement that cannot run leaves the
+first measurement standing, and the summary says so: a broken confirmation must not turn a measured
+regression into a pass.
 """
 
 from __future__ import annotations
@@ -119,10 +120,12 @@ def _judged(row: Row, again: Mapping[str, Any] | None, threshold: float) -> Row:
     agrees = low > 0 and high >= threshold * 100
     if again.get("regression") is True or agrees:
         return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
-    return _withdrawn(row, f"not confirmed by a new pair of processes: {text}")
+    # Both pairs sure of a slowdown, the new one sure it is below the threshold: slower, no more.
+    still = "slower" if again.get("verdict") == "slower" else "inconclusive"
+    return _withdrawn(row, f"not confirmed by a new pair of processes: {text}", still)
 
 
-def _withdrawn(row: Row, why: str) -> Row:
+def _withdrawn(row: Row, why: str, verdict: str = "inconclusive") -> Row:
     if not row.regression:
         return row
-    return replace(row, verdict="inconclusive", regression=False, confirmed=False, reason=why)
+    return replace(row, verdict=verdict, regression=False, confirmed=False, reason=why)
