@@ -256,7 +256,9 @@ def test_benchmark_call_sizes_its_rounds_on_a_steady_call(pytester):
     assert plain_rounds["stats"]["rounds"] == 5  # pytest-benchmark alone: sized on the trace
     save(pytester, "--benchmark-max-time=0.2").assert_outcomes(passed=1)
     run = json.loads(baseline_file(pytester).read_text())["benchmarks"][0]["pytest_tpu"]
-    assert run["history"][0]["rounds"] >= 40  # about 0.2 s of 2 ms rounds
+    # About 0.2 s of 2 ms rounds, not 5. (At least 10, not 100: the sizing call is one sleep,
+    # which a busy machine can stretch to a few milliseconds.)
+    assert run["history"][0]["rounds"] >= 10
 
 
 SETUP = """

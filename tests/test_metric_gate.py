@@ -73,14 +73,14 @@ def test_a_planted_memory_regression_fails_its_gate_and_unchanged_code_passes(py
 
 
 def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(pytester):
-    pytester.makepyfile(test_tf=COMPILE.format(ops=150))
+    pytester.makepyfile(test_tf=COMPILE.format(ops=300))
     for _ in range(4):  # the first call's spread between sessions is measured from these
         run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
     # A generous threshold: a first call on a shared machine can take a third longer with the
     # same code, and this test is about the planted tenfold graph, not about that noise.
     gate = ("--compare=main", "--fail-on-regression=compile:90%")
     assert run(pytester, *gate).ret == 0
-    pytester.makepyfile(test_tf=COMPILE.format(ops=1500))  # ten times the graph to trace
+    pytester.makepyfile(test_tf=COMPILE.format(ops=3000))  # ten times the graph to trace
     result = run(pytester, *gate)
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(["REGRESSION test_tf.py::test_trace[[]cpu[]]: compile +*%*"])

@@ -107,6 +107,10 @@ def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[s
                 f"--tpu-report={report}",
                 "--compare=exp",
                 f"--fail-on-regression={options.threshold:g}",
+                # This session's own summaries, so its comparisons can be replayed offline
+                # under another rule (experiments/gate/replay.py) on the very same rounds.
+                f"--save-baseline=current-{index:02d}",
+                "--tpu-baseline-history=1",
                 "--benchmark-compare=0001",
                 f"--benchmark-compare-fail=median:{options.threshold:g}%",
             ],

@@ -1,0 +1,133 @@
+"""Judge a gate experiment's saved sessions again, offline, under other drift rules.
+
+``run.py --keep DIR`` saves each comparison session's own summaries as ``current-NN.json`` beside
+the baseline history ``exp.json``. This compares them again with the gate's code, once per rule
+for the machine's drift, so two rules meet the very same rounds, machine state and history:
+a difference between them is the rule's, not the machine's. Only the first measurement is
+replayed (a confirmation's fresh rounds are not saved), so "failed" here means "would have been
+re-measured".
+
+    python experiments/gate/replay.py DIR/quiet DIR/neighbour --threshold 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+from pytest_tpu.gate import baseline as store  # noqa: E402
+from pytest_tpu.gate import compare  # noqa: E402
+from pytest_tpu.gate.stats import Change, widened  # noqa: E402
+
+ARMS = (0.0, 0.05, 0.10)
+COPIES = ("a", "b", "c")
+NAME_RE = re.compile(r"::test_(\w+)\[(\w+)-([abc])\]$")
+
+Rule = Callable[[Change, str, "Change | None", float], Change]
+
+
+def _drift(machine: Change | None) -> float | None:
+    if machine is None or not math.isfinite(machine.estimate):
+        return None
+    return math.log1p(machine.estimate)
+
+
+def beyond_twice(found: Change, mode: str, machine: Change | None, typical: float) -> Change:
+    """The rule before bd6cd42: the drift beyond twice the history's kernel spread."""
+    drift = _drift(machine)
+    if drift is None:
+        return found
+    excess = max(0.0, abs(drift) - 2 * typical) * compare.UNTRACKED_DRIFT[mode]
+    return widened(found, excess, "drift beyond twice the history's")
+
+
+def no_allowance(found: Change, mode: str, machine: Change | None, typical: float) -> Change:
+    """No drift allowance at all: what the rounds and the history say by themselves."""
+    return found
+
+
+RULES: dict[str, Rule] = {
+    "variance beyond (main)": compare._with_drift,
+    "beyond twice (old)": beyond_twice,
+    "none": no_allowance,
+}
+
+
+@contextmanager
+def rule(chosen: Rule) -> Iterator[None]:
+    saved = compare._with_drift
+    compare._with_drift = chosen
+    try:
+        yield
+    finally:
+        compare._with_drift = saved
+
+
+def judged(folder: Path, threshold: float) -> Iterator[tuple[str, str, str, float, compare.Row]]:
+    """(rule, workload, style, arm, row) for every saved session of ``folder``."""
+    base = store.load(folder / "baselines" / "exp.json").sides
+    for path in sorted((folder / "baselines").glob("current-*.json")):
+        index = int(path.stem.rpartition("-")[2])
+        arms = {copy: ARMS[(index + j) % 3] for j, copy in enumerate(COPIES)}
+        current = store.load(path).sides
+        for name, chosen in RULES.items():
+            with rule(chosen):
+                rows = compare.compare_runs(base, current, threshold=threshold)
+            for row in compare.compared(rows):
+                found = NAME_RE.search(row.nodeid)
+                if row.metric == "time" and found:
+                    style, kind, copy = found.groups()
+                    yield name, kind, style, arms[copy], row
+
+
+def table(records: list[tuple[str, str, str, str, float, compare.Row]]) -> str:
+    groups: dict[tuple[str, str, str, str, float], list[compare.Row]] = defaultdict(list)
+    for cond, name, kind, style, arm, row in records:
+        groups[(cond, kind, style, name, arm)].append(row)
+    lines = [
+        "| condition | workload | style | rule | work | failed | slower | inconclusive "
+        "| median detectable |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups):
+        rows = groups[key]
+        verdicts = Counter(row.verdict for row in rows)
+        doubt = sorted(
+            row.detectable
+            for row in rows
+            if row.verdict == "inconclusive" and row.detectable is not None
+        )
+        median = f"{doubt[len(doubt) // 2]:.1%}" if doubt else "-"
+        cond, kind, style, name, arm = key
+        lines.append(
+            f"| {cond} | {kind} | {style} | {name} | +{arm:.0%} "
+            f"| {sum(row.regression for row in rows)}/{len(rows)} | {verdicts['slower']} "
+            f"| {verdicts['inconclusive']} | {median} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", type=Path, nargs="+", help="a condition's --keep folder")
+    parser.add_argument("--threshold", type=float, default=5.0, help="percent")
+    options = parser.parse_args()
+    records = [
+        (folder.name, *record)
+        for folder in options.folders
+        for record in judged(folder, options.threshold / 100)
+    ]
+    print(table(records))
+
+
+if __name__ == "__main__":
+    main()
