@@ -116,6 +116,26 @@ def table(records: list[tuple[str, str, str, str, float, compare.Row]]) -> str:
     return "\n".join(lines)
 
 
+def totals(records: list[tuple[str, str, str, str, float, compare.Row]]) -> str:
+    """Per condition, rule and arm over every workload and style: how often each verdict."""
+    groups: dict[tuple[str, str, float], list[compare.Row]] = defaultdict(list)
+    for cond, name, _kind, _style, arm, row in records:
+        groups[(cond, name, arm)].append(row)
+    lines = [
+        "| condition | rule | work | failed | slower | unchanged | faster | inconclusive |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (cond, name, arm), rows in sorted(groups.items()):
+        verdicts = Counter(row.verdict for row in rows)
+        counts = " | ".join(str(verdicts[v]) for v in ("slower", "unchanged", "faster"))
+        failed = sum(row.regression for row in rows)
+        lines.append(
+            f"| {cond} | {name} | +{arm:.0%} | {failed}/{len(rows)} | {counts} "
+            f"| {verdicts['inconclusive']} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", type=Path, nargs="+", help="a condition's --keep folder")
@@ -127,6 +147,8 @@ def main() -> None:
         for record in judged(folder, options.threshold / 100)
     ]
     print(table(records))
+    print()
+    print(totals(records))
 
 
 if __name__ == "__main__":
