@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 
 
 def announced_pids(lines: list[str]) -> list[int]:
@@ -22,3 +23,9 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+def interruptible() -> None:
+    """A child's ``preexec_fn``: SIGINT back to its default. A shell's background job inherits
+    SIGINT ignored; a terminal's Ctrl-C is not, and that is what the tests stand for."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

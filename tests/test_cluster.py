@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from processes import alive, announced_pids
+from processes import alive, announced_pids, interruptible
 
 from pytest_tpu import cluster, workers
 
@@ -164,8 +164,7 @@ def test_interrupted_controller_ends_its_workers(pytester: pytest.Pytester, sign
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        # A shell's background job inherits SIGINT ignored; a terminal's Ctrl-C is not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=interruptible,
     )
     lines: list[str] = []
     try:

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from processes import interruptible
 from sources import COLD
 
 from pytest_tpu.options import REGRESSION_EXIT_CODE
@@ -227,8 +228,7 @@ def test_interrupted_session_leaves_no_worktree_and_no_base_process(repo, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        # A shell's background job inherits SIGINT ignored; a terminal's Ctrl-C is not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     while not (repo.path / "started").exists():

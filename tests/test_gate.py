@@ -14,6 +14,7 @@ import time
 # cannot be imported twice into one process.
 import numpy  # noqa: F401
 import pytest
+from processes import interruptible
 from sources import COLD
 
 from pytest_tpu.gate import baseline as store
@@ -364,8 +365,7 @@ def test_interrupted_session_saves_no_baseline(pytester, sig):
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        # A shell's background job inherits SIGINT ignored; a terminal's Ctrl-C is not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 60
     while not (pytester.path / "started").exists():

@@ -167,16 +167,21 @@ def t_cdf(x: float, df: float) -> float:
         return 0.5 * math.erfc(-x / math.sqrt(2))
     if x < 0:
         return 1 - t_cdf(-x, df)
-    # Simpson's rule on [0, x] after the substitution x = tan(theta), which keeps it bounded.
-    top = math.atan(x)
-    steps = 400
+    # On [0, x] after the substitution x = tan(theta), which keeps the integrand bounded.
+    area = _simpson(
+        lambda theta: _t_pdf(math.tan(theta), df) / math.cos(theta) ** 2, math.atan(x), 400
+    )
+    return min(1.0, 0.5 + area)
+
+
+def _simpson(f: Callable[[float], float], top: float, steps: int) -> float:
+    """The integral of ``f`` over [0, ``top``] by Simpson's rule (``steps`` even)."""
     h = top / steps
     total = 0.0
     for i in range(steps + 1):
-        theta = i * h
         weight = 1 if i in (0, steps) else (4 if i % 2 else 2)
-        total += weight * _t_pdf(math.tan(theta), df) / math.cos(theta) ** 2
-    return min(1.0, 0.5 + total * h / 3)
+        total += weight * f(i * h)
+    return total * h / 3
 
 
 @lru_cache(maxsize=512)
@@ -372,20 +377,17 @@ def _detectable_at(df: float) -> float:
 def _power(shift: float, t: float, df: float) -> float:
     """P(Z + shift > t * U / sqrt(df)) with Z normal and U^2 chi-square on ``df`` (Simpson)."""
     top = math.sqrt(df + 12 * math.sqrt(2 * df) + 40)
-    steps = 200  # relative error under 1e-6 against 600 steps, from 1 to 400 degrees of freedom
-    h = top / steps
     scale = math.log(2) - (df / 2) * math.log(2) - math.lgamma(df / 2)
-    total = 0.0
-    for i in range(steps + 1):
-        u = i * h
+
+    def integrand(u: float) -> float:
         if u == 0:  # the density at 0: finite for one degree of freedom, 0 above
             density = math.exp(scale) if df == 1 else 0.0
         else:
             density = math.exp(scale + (df - 1) * math.log(u) - u * u / 2)
-        weight = 1 if i in (0, steps) else (4 if i % 2 else 2)
-        beyond = 0.5 * math.erfc((t * u / math.sqrt(df) - shift) / math.sqrt(2))
-        total += weight * density * beyond
-    return total * h / 3
+        return density * 0.5 * math.erfc((t * u / math.sqrt(df) - shift) / math.sqrt(2))
+
+    # 200 steps: relative error under 1e-6 against 600, from 1 to 400 degrees of freedom.
+    return _simpson(integrand, top, 200)
 
 
 def _unknown(delta: float, noise: Noise) -> Change:

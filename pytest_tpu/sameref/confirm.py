@@ -126,6 +126,4 @@ def _judged(row: Row, again: Mapping[str, Any] | None, threshold: float) -> Row:
 
 
 def _withdrawn(row: Row, why: str, verdict: str = "inconclusive") -> Row:
-    if not row.regression:
-        return row
     return replace(row, verdict=verdict, regression=False, confirmed=False, reason=why)
