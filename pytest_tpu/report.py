@@ -124,6 +124,7 @@ class ComparisonRow:
     detectable_pct: float | None = None
     confirmed: bool | None = None
     regression: bool = False  # this row fails the gate
+    confidence_pct: float | None = None  # how sure the comparison is of a slowdown (in %)
 
 
 # ---------------------------------------------------------------- building speedup tables

@@ -263,6 +263,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
         detectable_pct=pct(row.detectable),
         confirmed=row.confirmed,
         regression=row.regression,
+        confidence_pct=pct(row.confidence),
     )
 
 

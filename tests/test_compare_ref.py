@@ -162,6 +162,51 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
     assert len(worktrees(repo)) == 1
 
 
+NOISY = """
+import itertools, time
+
+SLOW, SHIFT = {slow}, {shift}
+PATTERN = [2.0, 3.0, 4.0, 2.5, 3.5, 3.0]  # ms: rounds far apart, on purpose
+calls = itertools.count()
+
+def work():
+    # Head round j pairs with base round j; the sides walk the pattern out of step, so the pairs
+    # disagree by up to 2x, yet over every six rounds the head is exactly SLOW times the base.
+    time.sleep(SLOW * PATTERN[(next(calls) + SHIFT) % 6] / 1000)
+
+def test_noisy(benchmark):
+    benchmark.pedantic(work, rounds=6)
+
+def test_steady(benchmark):
+    benchmark.pedantic(time.sleep, args=(0.002,), rounds=20)
+"""
+
+
+def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(repo):
+    commit(repo, "base", test_bench=NOISY.format(slow=1.0, shift=1))
+    commit(repo, "a fifth slower", test_bench=NOISY.format(slow=1.2, shift=0))
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    # Six rounds leave the +20 % inconclusive; a new pair with four times the rounds finds it,
+    # and yet another pair (with as many rounds) confirms it. The steady benchmark costs nothing.
+    result.stdout.fnmatch_lines(
+        [
+            "measured 1 inconclusive benchmark(s) again with up to 4x the rounds in a new pair*",
+            "REGRESSION test_bench.py::test_noisy: time +*",
+            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
+        ],
+        consecutive=False,
+    )
+    assert result.ret == REGRESSION_EXIT_CODE
+    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    noisy = next(row for row in rows if row["name"].endswith("test_noisy"))
+    assert noisy["noise_source"].startswith("24 paired rounds")
+    assert "measured again with 4x the rounds in a new pair of processes (first +" in noisy["note"]
+    assert noisy["confirmed"] is True and noisy["confidence_pct"] >= 99
+    assert "REGRESSION test_bench.py::test_steady" not in result.stdout.str()
+    assert len(worktrees(repo)) == 1
+
+
 def test_new_missing_and_base_failures_are_rows(repo):
     broken = BENCH.format(n=3000) + "\ndef test_old(benchmark):\n    benchmark(sum, [1])\n"
     broken += "\ndef test_flaky(benchmark):\n    benchmark(sum, [1])\n    assert False\n"

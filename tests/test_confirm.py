@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.sameref.confirm import _judged
+from pytest_tpu.sameref.resolve import factor_for
 
 FIRST = Row(
     nodeid="test_a.py::test_cnn",
@@ -63,3 +66,21 @@ def test_a_missing_or_unmeasured_row_withdraws_the_regression():
     row = _judged(FIRST, unmeasured, 0.05)
     assert row.regression is False
     assert "no interval" in row.reason
+
+
+@pytest.mark.parametrize(
+    ("row", "factor"),
+    [
+        # A regression it can neither find nor rule out: as many rounds as resolve 5 %, at most 4x.
+        (replace(FIRST, verdict="inconclusive", regression=False, detectable=0.12), 4),
+        (replace(FIRST, verdict="inconclusive", regression=False, detectable=0.07), 2),
+        # Leaning faster, or an interval short of the threshold: nothing to find.
+        (replace(FIRST, verdict="inconclusive", regression=False, change=-0.01, detectable=0.2), 0),
+        (replace(FIRST, verdict="inconclusive", regression=False, high=0.04, detectable=0.2), 0),
+        # Decided already (a regression is confirmed instead, not resolved).
+        (replace(FIRST, detectable=0.2), 0),
+        (replace(FIRST, verdict="unchanged", regression=False, detectable=0.03), 0),
+    ],
+)
+def test_only_rows_that_could_hide_a_regression_are_measured_again_with_more_rounds(row, factor):
+    assert factor_for(row, 0.05) == factor

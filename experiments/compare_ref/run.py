@@ -111,6 +111,7 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
                 "change_pct": row["change_pct"],
                 "detectable_pct": row["detectable_pct"],
                 "withdrawn": row["confirmed"] is False,
+                "again": "measured again with" in str(row.get("note") or ""),
                 "seconds": seconds,
                 "session": index,
             }
@@ -153,9 +154,10 @@ def table(records: list[dict[str, object]]) -> str:
     for r in records:
         groups[(r["condition"], r["workload"], r["style"], r["arm"])].append(r)
     lines = [
-        "| condition | workload | style | work | failed | called slower | withdrawn by the new "
-        "pair | inconclusive | median change | median detectable |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| condition | workload | style | work | failed | called slower | measured again with "
+        "more rounds | withdrawn by a new pair | inconclusive | median change | median "
+        "detectable |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=str):
         rows = groups[key]
@@ -163,10 +165,11 @@ def table(records: list[dict[str, object]]) -> str:
         doubt = sum(r["verdict"] == "inconclusive" for r in rows)
         slower = sum(r["verdict"] == "slower" for r in rows)
         withdrawn = sum(bool(r.get("withdrawn")) for r in rows)
+        again = sum(bool(r.get("again")) for r in rows)
         cond, workload, style, arm = key
         lines.append(
             f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {fails}/{len(rows)} "  # type: ignore[arg-type]
-            f"| {slower}/{len(rows)} | {withdrawn} | {doubt}/{len(rows)} "
+            f"| {slower}/{len(rows)} | {again} | {withdrawn} | {doubt}/{len(rows)} "
             f"| {_median(rows, 'change_pct')} | {_median(rows, 'detectable_pct')} |"
         )
     return "\n".join(lines)

@@ -82,7 +82,7 @@ def remeasure(
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return list(rows), f"the re-measurement did not run ({exc}): the first one stands"
-        again = _rows(report)
+        again = report_rows(report)
         if not again:
             # A broken re-measurement must not turn a measured regression into a pass.
             tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
@@ -96,7 +96,7 @@ def remeasure(
     return judged, line
 
 
-def _rows(report: Path) -> dict[str, Mapping[str, Any]]:
+def report_rows(report: Path) -> dict[str, Mapping[str, Any]]:
     try:
         document = json.loads(report.read_text())
         rows = document["comparison"]["rows"]

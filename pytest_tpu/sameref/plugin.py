@@ -28,7 +28,7 @@ from pytest_tpu.gate.compare import Row, comparison_key, regressions, verdict_ke
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import confirm, worktree
+from pytest_tpu.sameref import confirm, resolve, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import build_rows
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
@@ -48,8 +48,12 @@ BENCHMARK_OPTIONS = (
 BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
 
 
-def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin) -> None:
-    """Before every round of one BenchmarkFixture instance: wait for the turn, then pin."""
+def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: int) -> None:
+    """Before every round of one BenchmarkFixture instance: wait for the turn, then pin.
+
+    ``factor`` times the rounds in a session that resolves rows the first pair could not.
+    """
+    resolve.scale_rounds(fixture, factor)
     size_rounds_on_a_steady_call(fixture)  # innermost: its doubled first call takes one turn
     original = getattr(fixture, "_make_runner", None)
     if not callable(original):
@@ -136,6 +140,7 @@ class HeadPlugin:
         self.base_runs: list[dict[str, list[float]]] = []
         self.core = shared_core()
         self.own: dict[str, float] = {}  # a benchmark's own time threshold (fraction), by marker
+        self.factors = resolve.factors()  # more rounds, when this session resolves rows
 
     # -------------------------------------------------------------- start
 
@@ -280,7 +285,8 @@ class HeadPlugin:
             return (yield)
         nodeid = item.nodeid
         pin = Pin(None if self.whole_runs else self.core)
-        _wrap_runner(fixture, lambda: leader.before_head_round(nodeid), pin)
+        factor = self.factors.get(nodeid, 1)
+        _wrap_runner(fixture, lambda: leader.before_head_round(nodeid), pin, factor)
         try:
             try:
                 outcome = yield
@@ -328,18 +334,19 @@ class HeadPlugin:
                 session.exitstatus = REGRESSION_EXIT_CODE
 
     def _confirmed(self, rows: list[Row], session: pytest.Session) -> list[Row]:
-        """Regressions stand only if a new pair of processes measures them too (``confirm``)."""
-        if not (self.settings.gating and regressions(rows)) or confirm.confirming():
+        """Regressions stand only if a new pair of processes measures them too (``confirm``);
+        rows the rounds could not resolve are measured again with more of them (``resolve``)."""
+        if not self.settings.gating or confirm.confirming():
             return rows
         if session.exitstatus != pytest.ExitCode.OK:
             return rows  # tests failed: the session fails anyway, no time is spent on this
         pct = self.settings.fail_on_regression or 5.0
         measuring = measuring_args(self.config, self.settings)
-        rows, line = confirm.remeasure(
-            rows, self.commit, pct, self.config.rootpath, measuring, self.own
-        )
-        if line:
-            self.lines.append(line)
+        steps = [confirm.remeasure] if resolve.resolving() else [confirm.remeasure, resolve.resolve]
+        for step in steps:
+            rows, line = step(rows, self.commit, pct, self.config.rootpath, measuring, self.own)
+            if line:
+                self.lines.append(line)
         return rows
 
     def _stop_child(self) -> None:
@@ -387,6 +394,7 @@ class BasePlugin:
     def __init__(self, follower: Follower) -> None:
         self.follower = follower
         self.core = core_from_env()
+        self.factors = resolve.factors()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -394,7 +402,8 @@ class BasePlugin:
         pin = Pin(self.core)
         if fixture is not None and not getattr(fixture, "disabled", False):
             nodeid = item.nodeid
-            _wrap_runner(fixture, lambda: self.follower.before_round(nodeid), pin)
+            factor = self.factors.get(nodeid, 1)
+            _wrap_runner(fixture, lambda: self.follower.before_round(nodeid), pin, factor)
         try:
             return (yield)
         finally:

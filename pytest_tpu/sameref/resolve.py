@@ -1,0 +1,162 @@
+"""Rows the first pair could not resolve are measured again, with more rounds, by a new pair.
+
+Within one job the uncertainty of a paired change is the rounds' own, so it shrinks as one over the
+square root of their number. A row left ``inconclusive`` that leans slower and whose interval
+reaches the threshold -- a regression this run could neither find nor rule out -- is therefore
+measured again by a new head process and a new base process, a nested ``--compare-ref`` session of
+just those benchmarks, with up to ``MAX_FACTOR`` times the rounds: ``benchmark.pedantic``'s given
+rounds and ``benchmark(fn)``'s ``--benchmark-max-time`` and ``--benchmark-min-rounds`` alike. The
+nested session decides as the first one does, confirms its own regressions by yet another pair,
+and its row replaces the first. Rows that the first pair resolved, or that lean faster, cost
+nothing more. (Measured here: a Keras CNN's steps, about 120 ms a round and 15-20 % apart round to
+round, left 10 paired rounds able to catch only 10-15 %.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pytest_tpu.gate.compare import Row
+from pytest_tpu.gate.lines import pct
+from pytest_tpu.sameref import confirm
+
+ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a resolving session, as JSON
+MAX_FACTOR = 4  # at most this many times a benchmark's rounds: the cost of a resolving pair
+
+
+def resolving() -> bool:
+    """Whether this session is itself a re-measurement with more rounds."""
+    return bool(os.environ.get(ROUNDS_ENV))
+
+
+def factors() -> dict[str, int]:
+    """The round factor of each benchmark of a resolving session, by node id."""
+    try:
+        found = json.loads(os.environ.get(ROUNDS_ENV) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and v > 1}
+
+
+def factor_for(row: Row, threshold: float) -> int:
+    """How many times its rounds a row needs to resolve ``threshold``, at most ``MAX_FACTOR``;
+    0 when it needs none (resolved, leaning faster, no interval) -- see ``rows.more_rounds``."""
+    if row.status != "compared" or row.verdict != "inconclusive" or row.regression:
+        return 0
+    change, high, detectable = row.change, row.high, row.detectable
+    if change is None or high is None or detectable is None or not math.isfinite(detectable):
+        return 0
+    if change <= 0 or high < threshold or detectable <= threshold:
+        return 0
+    needed = (math.log1p(detectable) / math.log1p(threshold)) ** 2
+    return max(2, min(MAX_FACTOR, math.ceil(needed)))
+
+
+def scale_rounds(fixture: Any, factor: int) -> None:
+    """Give one pytest-benchmark fixture instance ``factor`` times its rounds, in either style."""
+    if factor <= 1:
+        return
+    if hasattr(fixture, "_max_time") and hasattr(fixture, "_min_rounds"):
+        fixture._max_time = float(fixture._max_time) * factor  # benchmark(fn): rounds from time
+        fixture._min_rounds = int(fixture._min_rounds) * factor
+    original: Callable[..., Any] | None = getattr(fixture, "_raw_pedantic", None)
+    if not callable(original):
+        return
+
+    def more_rounds(target: Any, *args: Any, rounds: int = 1, **kwargs: Any) -> Any:
+        return original(target, *args, rounds=rounds * factor, **kwargs)
+
+    fixture._raw_pedantic = more_rounds  # pedantic() passes rounds by keyword
+
+
+def resolve(
+    rows: Sequence[Row],
+    commit: str,
+    percent: float,
+    rootdir: Path,
+    measuring: Sequence[str],
+    own: Mapping[str, float] | None = None,
+) -> tuple[list[Row], str]:
+    """``rows`` with each unresolved one replaced by a new pair's, and a line on what ran.
+
+    ``percent`` is the session's time threshold in percent; ``own`` a benchmark's own (a
+    fraction, from its marker), by node id.
+    """
+    thresholds = own or {}
+    wanted = {
+        row.nodeid: factor
+        for row in rows
+        if (factor := factor_for(row, thresholds.get(row.nodeid, percent / 100)))
+    }
+    if not wanted:
+        return list(rows), ""
+    with tempfile.TemporaryDirectory(prefix="pytest-tpu-resolve-") as folder:
+        report = Path(folder) / "again.json"
+        args = confirm.command(list(wanted), commit, percent, report, measuring)
+        env = {**os.environ, ROUNDS_ENV: json.dumps(wanted)}
+        try:
+            done = subprocess.run(
+                args,
+                cwd=rootdir,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=confirm.TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return list(rows), f"the re-measurement with more rounds did not run ({exc})"
+        again = confirm.report_rows(report)
+    if not again:
+        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
+        return list(rows), f"the re-measurement with more rounds gave no comparison ({tail})"
+    line = (
+        f"measured {len(wanted)} inconclusive benchmark(s) again with up to "
+        f"{max(wanted.values())}x the rounds in a new pair of processes"
+    )
+    return [_resolved(row, again.get(row.nodeid), wanted.get(row.nodeid, 0)) for row in rows], line
+
+
+def _number(data: Mapping[str, Any], key: str, scale: float = 1.0) -> float | None:
+    value = data.get(key)
+    return float(value) / scale if isinstance(value, int | float) else None
+
+
+def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
+    """``row`` replaced by the new pair's row ``again`` (a report row, in percent)."""
+    if not factor:
+        return row
+    first = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
+    if again is None or _number(again, "change_pct") is None:
+        why = "no row" if again is None else str(again.get("verdict"))
+        return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
+    # The report says "regression beyond the threshold (N% sure)" first; this row will again.
+    note = re.sub(
+        r"^regression beyond the threshold \([^)]*\)(; )?", "", str(again.get("note") or "")
+    )
+    return replace(
+        row,
+        verdict=str(again.get("verdict") or "inconclusive"),
+        change=_number(again, "change_pct", 100),
+        low=_number(again, "ci_low", 100),
+        high=_number(again, "ci_high", 100),
+        confidence=_number(again, "confidence_pct", 100),
+        detectable=_number(again, "detectable_pct", 100),
+        regression=again.get("regression") is True,
+        confirmed=again.get("confirmed") if isinstance(again.get("confirmed"), bool) else None,
+        noise_source=str(again.get("noise_source") or row.noise_source),
+        base_value=_number(again, "baseline") or row.base_value,
+        current_value=_number(again, "current") or row.current_value,
+        reason=f"measured again with {factor}x the rounds in a new pair of processes ({first})"
+        + (f"; {note}" if note else ""),
+    )
