@@ -41,6 +41,10 @@ REGRESSION_EXIT_CODE = 6
 # branch job must not pass while its baseline goes stale).
 SAVE_FAILED_EXIT_CODE = 7
 MAX_BASELINE_HISTORY = 100
+# --compare-ref: how many times its rounds a row the rounds left inconclusive is measured again
+# with (``sameref.resolve``), by default and at most.
+DEFAULT_MORE_ROUNDS = 4
+MAX_MORE_ROUNDS = 16
 
 T = TypeVar("T")
 
@@ -348,6 +352,16 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
     _add(
         group,
         parser,
+        "--tpu-compare-ref-rounds",
+        "Under --compare-ref and --fail-on-regression, measure a benchmark its rounds left "
+        "inconclusive again, in a new pair of processes, with up to N times its rounds "
+        f"(default {DEFAULT_MORE_ROUNDS}; 1: never).",
+        type=parse_int_up_to(MAX_MORE_ROUNDS, "a re-measurement that long is a run of its own"),
+        metavar="N",
+    )
+    _add(
+        group,
+        parser,
         ("--tpu-baseline-dir", "--baseline-dir"),
         f"Directory of saved baselines (default: <rootdir>/{DEFAULT_BASELINE_DIR}).",
         metavar="DIR",
@@ -471,6 +485,7 @@ class Settings:
     compare: str | None
     compare_ref: str | None
     compare_ref_mode: str
+    compare_ref_rounds: int  # at most this many times a benchmark's rounds to resolve its row
     baseline_dir: Path
     compare_force: bool
     fail_on_regression: float | None  # the time threshold in %, None when time is not gated
@@ -533,6 +548,12 @@ def resolve_settings(config: pytest.Config) -> Settings:
         compare_ref=resolve(config, "compare_ref", str, None) or None,
         compare_ref_mode=resolve(
             config, "tpu_compare_ref_mode", parse_choice(("auto", "rounds", "runs")), "auto"
+        ),
+        compare_ref_rounds=resolve(
+            config,
+            "tpu_compare_ref_rounds",
+            parse_int_up_to(MAX_MORE_ROUNDS, "a re-measurement that long is a run of its own"),
+            DEFAULT_MORE_ROUNDS,
         ),
         baseline_dir=baseline_dir,
         compare_force=bool(config.getoption("tpu_compare_force")),

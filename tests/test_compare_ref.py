@@ -207,6 +207,16 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
     assert len(worktrees(repo)) == 1
 
 
+def test_more_rounds_can_be_turned_off(repo):
+    commit(repo, "base", test_bench=NOISY.format(slow=1.0, shift=1))
+    commit(repo, "a fifth slower", test_bench=NOISY.format(slow=1.2, shift=0))
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-compare-ref-rounds=1")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == pytest.ExitCode.OK  # six rounds cannot tell; nothing measured again
+    result.stdout.fnmatch_lines(["regression gate (10%): passed, 2 checked; 1 inconclusive*"])
+    assert "measured again" not in result.stdout.str()
+
+
 def test_new_missing_and_base_failures_are_rows(repo):
     broken = BENCH.format(n=3000) + "\ndef test_old(benchmark):\n    benchmark(sum, [1])\n"
     broken += "\ndef test_flaky(benchmark):\n    benchmark(sum, [1])\n    assert False\n"
@@ -393,3 +403,21 @@ def test_benchmark_call_sizes_its_rounds_on_a_steady_call_on_both_sides(repo):
     [row] = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     pairs = int(row["noise_source"].split(" paired rounds in this job")[0].split()[-1])
     assert pairs >= 10  # the base measured as many, round next to round
+
+
+def test_a_resolving_session_gives_both_styles_more_rounds_on_both_sides(repo, monkeypatch):
+    commit(repo, "sleeps", test_bench=SLEEPS.format(seconds=0.001))
+    # What the session a row was left inconclusive in hands its re-measurement, by node id.
+    factors = {"test_bench.py::test_fn": 4, "test_bench.py::test_ped": 3}
+    monkeypatch.setenv("PYTEST_TPU_REF_ROUNDS", json.dumps(factors))
+    args = ("--compare-ref=HEAD", "--benchmark-json=head.json", "--tpu-report=out.json")
+    # benchmark(fn) sizes its rounds on time: almost none here, so the minimum of 5 decides.
+    fn_rounds = ("--benchmark-min-rounds=5", "--benchmark-max-time=0.000001")
+    repo.runpytest_subprocess("-p", "no:cacheprovider", *fn_rounds, *args)
+    benchmarks = json.loads((repo.path / "head.json").read_text())["benchmarks"]
+    rounds = {b["name"]: b["stats"]["rounds"] for b in benchmarks}
+    assert rounds == {"test_fn": 20, "test_ped": 60}
+    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    pairs = {r["name"]: r["noise_source"].partition(" paired")[0] for r in rows}
+    # The base took as many, round next to round.
+    assert pairs == {"test_bench.py::test_fn": "20", "test_bench.py::test_ped": "60"}

@@ -74,7 +74,9 @@ def test_a_missing_or_unmeasured_row_withdraws_the_regression():
         # A regression it can neither find nor rule out: as many rounds as resolve 5 %, at most 4x.
         (replace(FIRST, verdict="inconclusive", regression=False, detectable=0.12), 4),
         (replace(FIRST, verdict="inconclusive", regression=False, detectable=0.07), 2),
-        # Leaning faster, or an interval short of the threshold: nothing to find.
+        # Leaning slower by less than half the threshold (the least "slower" asks), or faster, or
+        # an interval short of the threshold: nothing to find.
+        (replace(FIRST, verdict="inconclusive", regression=False, change=0.024, detectable=0.2), 0),
         (replace(FIRST, verdict="inconclusive", regression=False, change=-0.01, detectable=0.2), 0),
         (replace(FIRST, verdict="inconclusive", regression=False, high=0.04, detectable=0.2), 0),
         # Decided already (a regression is confirmed instead, not resolved).
@@ -83,4 +85,5 @@ def test_a_missing_or_unmeasured_row_withdraws_the_regression():
     ],
 )
 def test_only_rows_that_could_hide_a_regression_are_measured_again_with_more_rounds(row, factor):
-    assert factor_for(row, 0.05) == factor
+    assert factor_for(row, 0.05, 4) == factor
+    assert factor_for(row, 0.05, 1) == 0  # --tpu-compare-ref-rounds=1: never

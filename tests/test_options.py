@@ -32,6 +32,11 @@ from pytest_tpu import options
             "*--tpu-workers*more than 64: each worker is a whole TensorFlow process*",
         ),
         (["--tpu-timeout=1e300"], "*--tpu-timeout*more than 86400 seconds (a day)*"),
+        (
+            ["--tpu-compare-ref-rounds=17"],
+            "*--tpu-compare-ref-rounds*more than 16: a re-measurement that long is a run of its*",
+        ),
+        (["--tpu-compare-ref-rounds=0"], "*--tpu-compare-ref-rounds*not a whole number*"),
     ],
 )
 def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, args, message):

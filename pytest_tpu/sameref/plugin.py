@@ -342,11 +342,14 @@ class HeadPlugin:
             return rows  # tests failed: the session fails anyway, no time is spent on this
         pct = self.settings.fail_on_regression or 5.0
         measuring = measuring_args(self.config, self.settings)
-        steps = [confirm.remeasure] if resolve.resolving() else [confirm.remeasure, resolve.resolve]
-        for step in steps:
-            rows, line = step(rows, self.commit, pct, self.config.rootpath, measuring, self.own)
-            if line:
-                self.lines.append(line)
+        root = self.config.rootpath
+        rows, line = confirm.remeasure(rows, self.commit, pct, root, measuring, self.own)
+        lines = [line]
+        if not resolve.resolving():  # a re-measurement with more rounds does not resolve again
+            most = self.settings.compare_ref_rounds
+            rows, line = resolve.resolve(rows, self.commit, pct, root, measuring, self.own, most)
+            lines.append(line)
+        self.lines += [line for line in lines if line]
         return rows
 
     def _stop_child(self) -> None:

@@ -1,15 +1,16 @@
 """Rows the first pair could not resolve are measured again, with more rounds, by a new pair.
 
 Within one job the uncertainty of a paired change is the rounds' own, so it shrinks as one over the
-square root of their number. A row left ``inconclusive`` that leans slower and whose interval
-reaches the threshold -- a regression this run could neither find nor rule out -- is therefore
-measured again by a new head process and a new base process, a nested ``--compare-ref`` session of
-just those benchmarks, with up to ``MAX_FACTOR`` times the rounds: ``benchmark.pedantic``'s given
-rounds and ``benchmark(fn)``'s ``--benchmark-max-time`` and ``--benchmark-min-rounds`` alike. The
-nested session decides as the first one does, confirms its own regressions by yet another pair,
-and its row replaces the first. Rows that the first pair resolved, or that lean faster, cost
-nothing more. (Measured here: a Keras CNN's steps, about 120 ms a round and 15-20 % apart round to
-round, left 10 paired rounds able to catch only 10-15 %.)
+square root of their number. A row left ``inconclusive`` that leans slower by at least half the
+threshold and whose interval reaches the threshold -- a regression this run could neither find
+nor rule out -- is therefore measured again by a new head process and a new base process, a
+nested ``--compare-ref`` session of just those benchmarks, with up to ``--tpu-compare-ref-rounds``
+times the rounds (as many as its detectable change asks for): ``benchmark.pedantic``'s given
+rounds, and ``benchmark(fn)``'s ``--benchmark-max-time`` and ``--benchmark-min-rounds``. The nested
+session decides as the first does, confirms its own regressions by yet another pair, and its row
+replaces the first. Rows the first pair resolved, or that lean slower by less, cost nothing more.
+(Measured here: a Keras CNN's steps, about 120 ms a round and 15-20 % apart round to round, left
+10 paired rounds able to catch only 10-15 %.)
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from pytest_tpu.gate.lines import pct
 from pytest_tpu.sameref import confirm
 
 ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a resolving session, as JSON
-MAX_FACTOR = 4  # at most this many times a benchmark's rounds: the cost of a resolving pair
 
 
 def resolving() -> bool:
@@ -49,18 +49,20 @@ def factors() -> dict[str, int]:
     return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and v > 1}
 
 
-def factor_for(row: Row, threshold: float) -> int:
-    """How many times its rounds a row needs to resolve ``threshold``, at most ``MAX_FACTOR``;
-    0 when it needs none (resolved, leaning faster, no interval) -- see ``rows.more_rounds``."""
-    if row.status != "compared" or row.verdict != "inconclusive" or row.regression:
+def factor_for(row: Row, threshold: float, most: int) -> int:
+    """How many times its rounds a row needs to resolve ``threshold``, at most ``most``; 0 when
+    it needs none (resolved, leaning faster, no interval) -- see ``rows.more_rounds``."""
+    if most < 2 or row.status != "compared" or row.verdict != "inconclusive" or row.regression:
         return 0
     change, high, detectable = row.change, row.high, row.detectable
     if change is None or high is None or detectable is None or not math.isfinite(detectable):
         return 0
-    if change <= 0 or high < threshold or detectable <= threshold:
+    # Leaning slower by half the threshold, the least a ``slower`` verdict asks (``decide``): an
+    # A/A row clears that about one time in five, a real slowdown of the threshold most times.
+    if change < threshold / 2 or high < threshold or detectable <= threshold:
         return 0
     needed = (math.log1p(detectable) / math.log1p(threshold)) ** 2
-    return max(2, min(MAX_FACTOR, math.ceil(needed)))
+    return max(2, min(most, math.ceil(needed)))
 
 
 def scale_rounds(fixture: Any, factor: int) -> None:
@@ -86,18 +88,18 @@ def resolve(
     percent: float,
     rootdir: Path,
     measuring: Sequence[str],
-    own: Mapping[str, float] | None = None,
+    own: Mapping[str, float],
+    most: int,
 ) -> tuple[list[Row], str]:
     """``rows`` with each unresolved one replaced by a new pair's, and a line on what ran.
 
     ``percent`` is the session's time threshold in percent; ``own`` a benchmark's own (a
-    fraction, from its marker), by node id.
+    fraction, from its marker), by node id; ``most`` the largest factor of rounds.
     """
-    thresholds = own or {}
     wanted = {
         row.nodeid: factor
         for row in rows
-        if (factor := factor_for(row, thresholds.get(row.nodeid, percent / 100)))
+        if (factor := factor_for(row, own.get(row.nodeid, percent / 100), most))
     }
     if not wanted:
         return list(rows), ""
