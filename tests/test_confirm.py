@@ -8,7 +8,7 @@ import pytest
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.sameref.confirm import _judged
-from pytest_tpu.sameref.resolve import factor_for
+from pytest_tpu.sameref.resolve import _resolved, factor_for
 
 FIRST = Row(
     nodeid="test_a.py::test_cnn",
@@ -79,6 +79,13 @@ def test_a_missing_or_unmeasured_row_withdraws_the_regression():
         (replace(FIRST, verdict="inconclusive", regression=False, change=0.024, detectable=0.2), 0),
         (replace(FIRST, verdict="inconclusive", regression=False, change=-0.01, detectable=0.2), 0),
         (replace(FIRST, verdict="inconclusive", regression=False, high=0.04, detectable=0.2), 0),
+        # A regression a new pair withdrew, its interval still wide: measured again.
+        (
+            replace(
+                FIRST, verdict="inconclusive", regression=False, confirmed=False, detectable=0.2
+            ),
+            4,
+        ),
         # Decided already (a regression is confirmed instead, not resolved).
         (replace(FIRST, detectable=0.2), 0),
         (replace(FIRST, verdict="unchanged", regression=False, detectable=0.03), 0),
@@ -87,3 +94,15 @@ def test_a_missing_or_unmeasured_row_withdraws_the_regression():
 def test_only_rows_that_could_hide_a_regression_are_measured_again_with_more_rounds(row, factor):
     assert factor_for(row, 0.05, 4) == factor
     assert factor_for(row, 0.05, 1) == 0  # --tpu-compare-ref-rounds=1: never
+
+
+def test_a_regression_the_re_measurement_could_not_confirm_leaves_the_first_row():
+    first = replace(FIRST, verdict="inconclusive", regression=False, detectable=0.2)
+    unconfirmed = again(9.0, 3.0, 15.0, regression=True)  # its confirmation never ran
+    row = _resolved(first, unconfirmed, 4)
+    assert row.verdict == "inconclusive" and row.regression is False
+    assert row.reason.endswith(
+        "measured again with more rounds: found a regression it could not confirm"
+    )
+    confirmed = _resolved(first, {**unconfirmed, "confirmed": True}, 4)
+    assert confirmed.regression is True and confirmed.change == pytest.approx(0.09)

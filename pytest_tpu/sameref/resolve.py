@@ -143,6 +143,12 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
         why = "no row" if again is None else str(again.get("verdict"))
         return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
     # The report says "regression beyond the threshold (N% sure)" first; this row will again.
+    if again.get("regression") is True and again.get("confirmed") is not True:
+        # Its own confirmation did not run (a test failed there, or it broke): the first stands.
+        why = "found a regression it could not confirm"
+        return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
+    if row.confirmed is False:  # a withdrawn regression: keep what withdrew it readable
+        first = f"{first}; {row.reason}"
     note = re.sub(
         r"^regression beyond the threshold \([^)]*\)(; )?", "", str(again.get("note") or "")
     )
