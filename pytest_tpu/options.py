@@ -124,6 +124,11 @@ def parse_int_up_to(upper: int, why: str) -> Callable[[str], int]:
     return parse
 
 
+parse_more_rounds = parse_int_up_to(
+    MAX_MORE_ROUNDS, "a re-measurement that long is a run of its own"
+)
+
+
 def parse_tpu_timeout(value: str) -> float:
     """Seconds for the TPU probe, at most ``MAX_TPU_TIMEOUT``."""
     number = parse_positive_float(value)
@@ -356,7 +361,7 @@ def _add_baseline_options(group: pytest.OptionGroup, parser: pytest.Parser) -> N
         "Under --compare-ref and --fail-on-regression, measure a benchmark its rounds left "
         "inconclusive again, in a new pair of processes, with up to N times its rounds "
         f"(default {DEFAULT_MORE_ROUNDS}; 1: never).",
-        type=parse_int_up_to(MAX_MORE_ROUNDS, "a re-measurement that long is a run of its own"),
+        type=parse_more_rounds,
         metavar="N",
     )
     _add(
@@ -552,7 +557,7 @@ def resolve_settings(config: pytest.Config) -> Settings:
         compare_ref_rounds=resolve(
             config,
             "tpu_compare_ref_rounds",
-            parse_int_up_to(MAX_MORE_ROUNDS, "a re-measurement that long is a run of its own"),
+            parse_more_rounds,
             DEFAULT_MORE_ROUNDS,
         ),
         baseline_dir=baseline_dir,

@@ -72,28 +72,46 @@ def remeasure(
     failing = [row.nodeid for row in rows if row.regression]
     if not failing:
         return list(rows), ""
-    with tempfile.TemporaryDirectory(prefix="pytest-tpu-confirm-") as folder:
-        report = Path(folder) / "again.json"
-        args = command(failing, commit, pct, report, measuring)
-        env = {**os.environ, CONFIRM_ENV: "1"}
-        try:
-            done = subprocess.run(
-                args, cwd=rootdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return list(rows), f"the re-measurement did not run ({exc}): the first one stands"
-        again = report_rows(report)
-        if not again:
-            # A broken re-measurement must not turn a measured regression into a pass.
-            tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
-            why = f"exit {done.returncode}: {tail}"
-            return list(rows), f"the re-measurement gave no comparison ({why}): the first stands"
+    again, problem = nested(failing, commit, pct, rootdir, measuring, {CONFIRM_ENV: "1"})
+    if problem:  # a broken re-measurement must not turn a measured regression into a pass
+        return list(rows), f"the re-measurement {problem}: the first one stands"
     line = f"re-measured {len(failing)} regression(s) in a new pair of processes"
     thresholds = own or {}
     judged = [
         _judged(row, again.get(row.nodeid), thresholds.get(row.nodeid, pct / 100)) for row in rows
     ]
     return judged, line
+
+
+def nested(
+    nodeids: Sequence[str],
+    commit: str,
+    pct: float,
+    rootdir: Path,
+    measuring: Sequence[str],
+    env: Mapping[str, str],
+) -> tuple[dict[str, Mapping[str, Any]], str]:
+    """Run a nested ``--compare-ref`` session of ``nodeids`` with ``env`` added: its report's
+    time rows by name, or why there are none ("did not run (...)", "gave no comparison (...)")."""
+    with tempfile.TemporaryDirectory(prefix="pytest-tpu-again-") as folder:
+        report = Path(folder) / "again.json"
+        args = command(nodeids, commit, pct, report, measuring)
+        try:
+            done = subprocess.run(
+                args,
+                cwd=rootdir,
+                env={**os.environ, **env},
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return {}, f"did not run ({exc})"
+        again = report_rows(report)
+    if not again:
+        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
+        return {}, f"gave no comparison (exit {done.returncode}: {tail})"
+    return again, ""
 
 
 def report_rows(report: Path) -> dict[str, Mapping[str, Any]]:

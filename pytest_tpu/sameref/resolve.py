@@ -19,8 +19,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.sameref import confirm
+from pytest_tpu.sameref.rows import rounds_factor
 
 ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a resolving session, as JSON
 
@@ -51,7 +50,7 @@ def factors() -> dict[str, int]:
 
 def factor_for(row: Row, threshold: float, most: int) -> int:
     """How many times its rounds a row needs to resolve ``threshold``, at most ``most``; 0 when
-    it needs none (resolved, leaning faster, no interval) -- see ``rows.more_rounds``."""
+    it needs none (resolved, leaning faster, no interval)."""
     if most < 2 or row.status != "compared" or row.verdict != "inconclusive" or row.regression:
         return 0
     change, high, detectable = row.change, row.high, row.detectable
@@ -61,8 +60,7 @@ def factor_for(row: Row, threshold: float, most: int) -> int:
     # A/A row clears that about one time in five, a real slowdown of the threshold most times.
     if change < threshold / 2 or high < threshold or detectable <= threshold:
         return 0
-    needed = (math.log1p(detectable) / math.log1p(threshold)) ** 2
-    return max(2, min(most, math.ceil(needed)))
+    return max(2, min(most, math.ceil(rounds_factor(detectable, threshold))))
 
 
 def scale_rounds(fixture: Any, factor: int) -> None:
@@ -103,25 +101,10 @@ def resolve(
     }
     if not wanted:
         return list(rows), ""
-    with tempfile.TemporaryDirectory(prefix="pytest-tpu-resolve-") as folder:
-        report = Path(folder) / "again.json"
-        args = confirm.command(list(wanted), commit, percent, report, measuring)
-        env = {**os.environ, ROUNDS_ENV: json.dumps(wanted)}
-        try:
-            done = subprocess.run(
-                args,
-                cwd=rootdir,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=confirm.TIMEOUT_S,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return list(rows), f"the re-measurement with more rounds did not run ({exc})"
-        again = confirm.report_rows(report)
-    if not again:
-        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
-        return list(rows), f"the re-measurement with more rounds gave no comparison ({tail})"
+    factors_env = {ROUNDS_ENV: json.dumps(wanted)}
+    again, problem = confirm.nested(list(wanted), commit, percent, rootdir, measuring, factors_env)
+    if problem:
+        return list(rows), f"the re-measurement with more rounds {problem}"
     line = (
         f"measured {len(wanted)} inconclusive benchmark(s) again with up to "
         f"{max(wanted.values())}x the rounds in a new pair of processes"

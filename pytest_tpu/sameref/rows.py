@@ -63,6 +63,13 @@ def compare_one(
     )
 
 
+def rounds_factor(detectable: float, threshold: float) -> float:
+    """How many times its paired rounds a comparison that detects ``detectable`` needs to detect
+    ``threshold``: within one job the uncertainty shrinks as one over the square root of their
+    number (on the log scale)."""
+    return (math.log1p(detectable) / math.log1p(threshold)) ** 2
+
+
 def more_rounds(detectable: float, threshold: float, pairs: int) -> str:
     """How many paired rounds would resolve ``threshold``, when this many could not.
 
@@ -72,7 +79,7 @@ def more_rounds(detectable: float, threshold: float, pairs: int) -> str:
     """
     if not (math.isfinite(detectable) and detectable > threshold > 0) or pairs < 1:
         return ""
-    factor = (math.log1p(detectable) / math.log1p(threshold)) ** 2
+    factor = rounds_factor(detectable, threshold)
     return (
         f"about {math.ceil(pairs * factor)} paired rounds instead of {pairs} would resolve "
         f"{threshold:.1%} (more rounds: benchmark.pedantic(rounds=...) or "
