@@ -298,6 +298,55 @@ def test_interrupted_session_leaves_no_worktree_and_no_base_process(repo, sig):
     assert str(proc.pid) not in left.stdout and not left.stdout.strip(), left.stdout
 
 
+CONFIRMING = """
+import os, pathlib, time
+
+AGAIN = bool(os.environ.get("PYTEST_TPU_REF_CONFIRMING"))
+
+def work():
+    time.sleep({seconds})
+
+def test_conf(benchmark):
+    if AGAIN:  # the new pair of processes: long enough to be interrupted in
+        pathlib.Path(os.environ["CONFIRM_STARTED"]).touch()
+    benchmark.pedantic(work, rounds=300 if AGAIN else 12, warmup_rounds=1)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
+    commit(repo, "base", test_conf=CONFIRMING.format(seconds=0.002))
+    commit(repo, "slower", test_conf=CONFIRMING.format(seconds=0.006))
+    started = repo.path / "confirm-started"
+    args = ["test_conf.py", "--compare-ref=HEAD~1", "--fail-on-regression=10"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, *args],
+        cwd=repo.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            "CONFIRM_STARTED": str(started),
+        },
+        preexec_fn=interruptible,
+    )
+    deadline = time.monotonic() + 180
+    while not started.exists():  # the regression is being measured by a new pair
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert len(worktrees(repo)) == 3  # this session's worktree of the base, and the new pair's
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=90)[0].decode()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "interrupted while measuring again in a new pair of processes" in out
+    assert "Traceback" not in out
+    assert len(worktrees(repo)) == 1, out
+    left = subprocess.run(["pgrep", "-f", "test_conf.py"], capture_output=True, text=True)
+    assert not left.stdout.strip(), left.stdout
+
+
 def test_a_worktree_left_by_a_killed_session_is_removed_next_time(repo):
     commit(repo, "slow", test_slow=SLOW)
     proc = subprocess.Popen(

@@ -24,6 +24,7 @@ regression into a pass.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -36,9 +37,12 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
+from pytest_tpu.sameref import worktree
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
 TIMEOUT_S = 3600.0
+GRACE_S = 1.0  # a nested session that got the same Ctrl-C is cleaning up already
+STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and remove its worktree
 
 
 def confirming() -> bool:
@@ -97,21 +101,51 @@ def nested(
         report = Path(folder) / "again.json"
         args = command(nodeids, commit, pct, report, measuring)
         try:
-            done = subprocess.run(
-                args,
-                cwd=rootdir,
-                env={**os.environ, **env},
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT_S,
-            )
+            code, output = _run(args, rootdir, {**os.environ, **env})
         except (OSError, subprocess.TimeoutExpired) as exc:
             return {}, f"did not run ({exc})"
         again = report_rows(report)
     if not again:
-        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-2:])
-        return {}, f"gave no comparison (exit {done.returncode}: {tail})"
+        tail = " | ".join(output.strip().splitlines()[-2:])
+        return {}, f"gave no comparison (exit {code}: {tail})"
     return again, ""
+
+
+def _run(args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, str]:
+    """Run the nested session to its end; its exit code and output.
+
+    Whatever stops the wait (a timeout, Ctrl-C, SIGTERM turned into KeyboardInterrupt) stops the
+    nested session the way it cleans up: SIGTERM, so that it ends its own base session and
+    removes its worktree. ``subprocess.run`` would SIGKILL it and leave both behind.
+    """
+    with tempfile.TemporaryFile() as out:  # a file, not a pipe: nothing needs draining
+        process = subprocess.Popen(
+            list(args), cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            code = process.wait(timeout=TIMEOUT_S)
+        except BaseException:
+            _stop(process, cwd)
+            raise
+        out.seek(0)
+        return code, out.read().decode("utf-8", errors="replace")
+
+
+def _stop(process: subprocess.Popen[bytes], cwd: Path) -> None:
+    """End a nested session: a moment for a Ctrl-C it got too, then SIGTERM, then SIGKILL."""
+    for wait, stop in ((GRACE_S, process.terminate), (STOP_S, process.kill)):
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            stop()
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting politely
+            stop()
+    process.wait()
+    # Killed outright, it could not remove its worktree: remove it now that its owner is gone.
+    with contextlib.suppress(worktree.RefError):
+        worktree.remove_stale(worktree.repository_root(cwd))
 
 
 def report_rows(report: Path) -> dict[str, Mapping[str, Any]]:

@@ -324,9 +324,18 @@ class HeadPlugin:
             if self.leader.note:
                 self.lines.append(f"base session: {self.leader.note}")
             rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold, self.own)
-            rows = self._confirmed(rows, session)
+            try:
+                rows = self._confirmed(rows, session)
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the new pair is stopped and cleaned
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
+                self.lines.append(
+                    "interrupted while measuring again in a new pair of processes: "
+                    "the rows below are the first pair's, and the gate was not applied"
+                )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            return
         if self.settings.gating:  # same job: time only (memory and compile need a history)
             self.lines += gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
             self.config.stash[verdict_key] = gate_verdict(rows)
@@ -341,7 +350,9 @@ class HeadPlugin:
         if session.exitstatus != pytest.ExitCode.OK:
             return rows  # tests failed: the session fails anyway, no time is spent on this
         pct = self.settings.fail_on_regression or 5.0
-        measuring = measuring_args(self.config, self.settings)
+        # The new pairs compare as this one does: the same measuring options, the same mode.
+        mode = f"--tpu-compare-ref-mode={self.settings.compare_ref_mode}"
+        measuring = [*measuring_args(self.config, self.settings), mode]
         root = self.config.rootpath
         rows, line = confirm.remeasure(rows, self.commit, pct, root, measuring, self.own)
         lines = [line]
