@@ -516,14 +516,17 @@ def verdict_text(verdict: str, fmt: str = "simple") -> str:
     return "SLOWER" if fmt == "simple" else "⚠️ **slower**"
 
 
-def comparison_notes(rows: Sequence[ComparisonRow], width: int | None = MAX_WIDTH) -> list[str]:
-    """One note per row that has something to say: how it was measured, and why its verdict."""
+def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
+    """One note per row that has something to say: how it was measured, and why its verdict.
+
+    Whole, never cut to the table's width: the end of a note (the smallest change it could
+    detect, what a re-measurement found) is the part a reader needs.
+    """
     notes = []
     for r in sort_comparison(rows):
         text = "; ".join(part for part in (r.note, row_details(r)) if part)
         if text:
-            line = f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}: {text}"
-            notes.append(_shorten(line, width) if width else line)
+            notes.append(f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}: {text}")
     return notes
 
 
@@ -558,7 +561,7 @@ def to_markdown(
     out = ["## pytest-tpu benchmarks", ""]
     line = missing_line(missing or {})
     out += [line, ""] if line else []
-    if not tables:
+    if not tables and not comparison:
         out += ["No benchmark ran.", ""]
     for table in tables:
         out += [f"### {table.title}", "", speedup_table(table, "github"), ""]
@@ -582,14 +585,16 @@ def gate_text(gate: dict[str, Any]) -> str:
 
 def row_details(row: ComparisonRow) -> str:
     """How a row was measured, for the notes under a comparison table."""
+    said = row.note or ""  # what the verdict's reason already says is not said twice
     parts = [row.mode] if row.mode else []
     if row.machine_pct is not None:
         parts.append(f"machine {row.machine_pct:+.1f}% vs baseline")
-    if row.noise_source:
+    if row.noise_source and row.noise_source not in said:
         parts.append(f"noise: {row.noise_source}")
     if row.detectable_pct is not None and row.detectable_pct != float("inf"):
-        parts.append(f"detects {row.detectable_pct:.1f}%")
-    if row.confirmed is not None:
+        if "the smallest slowdown this comparison catches" not in said:
+            parts.append(f"detects {row.detectable_pct:.1f}%")
+    if row.confirmed is not None and "confirmed" not in said:
         parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")
     return ", ".join(parts)
 
@@ -599,7 +604,7 @@ def _markdown_comparison(rows: Sequence[ComparisonRow], baseline: str | None) ->
     out = [f"## Comparison with baseline{name}", "", comparison_summary(rows), ""]
     if rows:
         out += [comparison_table(rows, "github"), ""]
-        out += [f"- {note}" for note in comparison_notes(rows, width=None)]
+        out += [f"- {note}" for note in comparison_notes(rows)]
     return out
 
 

@@ -213,7 +213,15 @@ def test_more_rounds_can_be_turned_off(repo):
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-compare-ref-rounds=1")
     result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == pytest.ExitCode.OK  # six rounds cannot tell; nothing measured again
-    result.stdout.fnmatch_lines(["regression gate (10%): passed, 2 checked; 1 inconclusive*"])
+    # A green gate still names the slowdown it could not rule out, and what it could have seen.
+    result.stdout.fnmatch_lines(
+        [
+            "UNRESOLVED test_bench.py::test_noisy: time +*% (95% interval * .. *), past the "
+            "threshold but not shown to be slower; this comparison catches *% 4 times in 5 "
+            "(noise: 6 paired rounds in this job)",
+            "regression gate (10%): passed, 2 checked; 1 inconclusive*",
+        ]
+    )
     assert "measured again" not in result.stdout.str()
 
 

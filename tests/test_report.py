@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -209,6 +210,29 @@ def test_markdown_has_a_github_table_per_workload_and_the_comparison():
 
 def test_markdown_says_so_when_nothing_ran():
     assert "No benchmark ran." in report.to_markdown([])
+
+
+def test_markdown_of_a_comparison_without_speedup_tables_does_not_say_nothing_ran():
+    # benchmark(fn) tests without the accelerator fixture make no speedup table, but they ran
+    text = report.to_markdown([], ROWS, "main")
+    assert "No benchmark ran" not in text
+    assert "## Comparison with baseline `main`" in text
+
+
+def test_a_long_note_is_shown_whole_and_says_nothing_twice():
+    why = (
+        "cannot resolve a 5.0% change here: the smallest slowdown this comparison catches 4 "
+        "times in 5 is 37.5% (noise: 3 saved runs; machine drift -1.1% allowed for)"
+    )
+    row = dataclasses.replace(
+        comparison("test_g", "inconclusive", 18.0, 1.0, 38.0, note=why),
+        mode="raw",
+        noise_source="3 saved runs; machine drift -1.1% allowed for",
+        detectable_pct=37.5,
+    )
+    (note,) = report.comparison_notes([row])
+    assert note == f"test_g on cpu: {why}; raw"  # whole: the detectable change is at its end
+    assert note.count("3 saved runs") == 1 and note.count("37.5%") == 1
 
 
 def test_json_keeps_raw_numbers_and_counts():

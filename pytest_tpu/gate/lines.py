@@ -54,7 +54,9 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
     doubtful = [row for row in measured if row.verdict == "inconclusive"]
     if not failing:
         note = f"; {len(doubtful)} inconclusive (see the table)" if doubtful else ""
-        return [f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"]
+        unresolved = [_unresolved_line(row, threshold) for row in doubtful]
+        verdict = f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"
+        return [line for line in unresolved if line] + [verdict]
     lines = [_regression_line(row, name) for row in failing]
     confirmed = " and confirmed" if all(row.confirmed for row in failing) else ""
     lines.append(
@@ -72,6 +74,23 @@ def noise_line(nodeid: str, raw: float | None, calibrated: float | None, runs: i
     if calibrated is not None:
         spread += f", calibrated spread {calibrated:.2%}"
     return f"  {nodeid}: {runs} runs, {spread} (run to run within this session)"
+
+
+def _unresolved_line(row: Row, threshold: float) -> str:
+    """A passing gate names what it could not rule out: an inconclusive row whose estimate is
+    past the threshold, so that a green run does not hide a slowdown it was too noisy to see."""
+    if row.metric != "time" or row.change is None or row.change * 100 < threshold:
+        return ""
+    catches = (
+        f"; this comparison catches {row.detectable:.1%} 4 times in 5"
+        if row.detectable is not None and math.isfinite(row.detectable)
+        else ""
+    )
+    return (
+        f"UNRESOLVED {row.nodeid}: time {pct(row.change)} (95% interval {pct(row.low)} .. "
+        f"{pct(row.high)}), past the threshold but not shown to be slower{catches} "
+        f"(noise: {row.noise_source or 'unknown'})"
+    )
 
 
 def _regression_line(row: Row, name: str | None) -> str:
