@@ -591,9 +591,10 @@ def row_details(row: ComparisonRow) -> str:
         parts.append(f"machine {row.machine_pct:+.1f}% vs baseline")
     if row.noise_source and row.noise_source not in said:
         parts.append(f"noise: {row.noise_source}")
-    if row.detectable_pct is not None and row.detectable_pct != float("inf"):
-        if "the smallest slowdown this comparison catches" not in said:
-            parts.append(f"detects {row.detectable_pct:.1f}%")
+    detectable = row.detectable_pct
+    shown = "the smallest slowdown this comparison catches" in said
+    if detectable is not None and detectable != float("inf") and not shown:
+        parts.append(f"detects {detectable:.1f}%")
     if row.confirmed is not None and "confirmed" not in said:
         parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")
     return ", ".join(parts)
