@@ -225,6 +225,22 @@ def test_more_rounds_can_be_turned_off(repo):
     assert "measured again" not in result.stdout.str()
 
 
+def test_save_baseline_keeps_head_results_apart_from_plain_runs(repo):
+    commit(repo, "slower", test_bench=BENCH.format(n=9000))
+    args = ("--compare-ref=HEAD~1", "--save-baseline=main")
+    assert repo.runpytest_subprocess(*FAST, *args).ret == pytest.ExitCode.OK
+    saved = json.loads((repo.path / ".pytest-tpu" / "baselines" / "main.json").read_text())
+    names = {entry["fullname"] for entry in saved["benchmarks"]}
+    assert names == {"test_bench.py::test_fn", "test_bench.py::test_ped"}  # the head's results
+    # Rounds taken in turns with a base process are timed differently from a plain run's: a
+    # plain session does not compare with them as if they were its own kind.
+    result = repo.runpytest_subprocess(*FAST, "--compare=main")
+    result.stdout.fnmatch_lines(
+        ["*test_ped*incompatible*", "*rounds differs: baseline 'alternating (--compare-ref)'*"],
+        consecutive=False,
+    )
+
+
 def test_new_missing_and_base_failures_are_rows(repo):
     broken = BENCH.format(n=3000) + "\ndef test_old(benchmark):\n    benchmark(sum, [1])\n"
     broken += "\ndef test_flaky(benchmark):\n    benchmark(sum, [1])\n    assert False\n"

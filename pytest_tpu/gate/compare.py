@@ -55,6 +55,7 @@ KEY_FIELDS = (
     "workload_size",
     "threads",
     "timer",
+    "rounds",
 )
 VERDICTS = ("slower", "faster", "unchanged", "inconclusive")
 MODES = ("raw", "calibrated")
