@@ -187,15 +187,16 @@ def _changes(ax: Any, rows: list[ComparisonRow]) -> None:
     for i, row in enumerate(reversed(ordered)):
         colour = VERDICT_COLOURS.get(row.verdict, NEUTRAL)
         slower = row.verdict == "slower"
+        shout = slower and row.regression  # a slowdown the threshold tolerates is not shouted
         ax.text(
             1.01,
             i,
-            row.verdict.upper() if slower else row.verdict,
+            row.verdict.upper() if shout else row.verdict,
             transform=margin,
             va="center",
             fontsize=8,
             color=colour if slower else "black",
-            weight="bold" if slower else "normal",
+            weight="bold" if shout else "normal",
         )
         if row.change_pct is None:
             continue

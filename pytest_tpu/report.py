@@ -502,16 +502,17 @@ def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
             _comparison_value(r, r.baseline),
             _comparison_value(r, r.current),
             units.format_change(r.change_pct, r.ci_low, r.ci_high),
-            verdict_text(r.verdict, fmt),
+            verdict_text(r.verdict, fmt, r.regression),
         ]
         for r in sort_comparison(rows)
     ]
     return fit(body, headers, fmt, label_cols=2)
 
 
-def verdict_text(verdict: str, fmt: str = "simple") -> str:
-    """A regression stands out in plain text (capitals) and in Markdown (bold and a sign)."""
-    if verdict != "slower":
+def verdict_text(verdict: str, fmt: str = "simple", regression: bool = True) -> str:
+    """A regression stands out in plain text (capitals) and in Markdown (bold and a sign); a
+    slowdown the threshold tolerates is said plainly, not shouted."""
+    if verdict != "slower" or not regression:
         return verdict
     return "SLOWER" if fmt == "simple" else "⚠️ **slower**"
 

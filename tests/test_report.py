@@ -37,12 +37,12 @@ def cnn(kind, batch, epoch, step_ms):
     return result("cnn", kind, extra, ids=str(batch))
 
 
-def comparison(name, verdict, change=None, low=None, high=None, note=""):
+def comparison(name, verdict, change=None, low=None, high=None, note="", regression=False):
     base = 1.0 if verdict != "new" else None
     current = None if verdict == "missing" else 1.0 + (change or 0) / 100
     return ComparisonRow(
         f"benchmarks/test_x.py::{name}", "cpu", "epoch_s", "s", False, base, current,
-        change, low, high, verdict, note,
+        change, low, high, verdict, note, regression=regression,
     )  # fmt: skip
 
 
@@ -169,7 +169,7 @@ def test_no_cross_table_when_nothing_varies():
 ROWS = [
     comparison("test_a", "unchanged", 0.3, -1.0, 1.6),
     comparison("test_b", "faster", -12.0, -14.0, -10.0),
-    comparison("test_c", "slower", 8.0, 5.5, 10.5),
+    comparison("test_c", "slower", 8.0, 5.5, 10.5, regression=True),
     comparison("test_d", "new"),
     comparison("test_e", "missing", note="not run this time"),
     comparison("test_f", "inconclusive", 4.0, -1.0, 9.0),
@@ -185,6 +185,13 @@ def test_comparison_puts_regressions_first_and_marks_them():
         "test_f", "test_b", "test_a", "test_d", "test_e",
     ]  # fmt: skip
     assert report.comparison_notes(ROWS) == ["test_e on cpu: not run this time"]
+
+
+def test_a_slowdown_within_the_threshold_is_said_not_shouted():
+    tolerated = comparison("test_h", "slower", 3.0, 2.6, 3.5)  # sure, but below the threshold
+    line = report.comparison_table([tolerated]).splitlines()[2]
+    assert line.split()[-1] == "slower"
+    assert "⚠️" not in report.comparison_table([tolerated], "github")
 
 
 def test_comparison_summary_counts_every_verdict():

@@ -59,7 +59,7 @@ from pytest_tpu.summary import comparison_key
 def pytest_sessionfinish(session):
     session.config.stash[comparison_key] = [
         ComparisonRow("test_bench.py::test_cnn[gpu-256]", "gpu", "epoch_s", "s", False,
-                      4.0, 4.4, 10.0, 6.0, 14.0, "slower"),
+                      4.0, 4.4, 10.0, 6.0, 14.0, "slower", regression=True),
         ComparisonRow("test_bench.py::test_matmul[cpu-1024]", "cpu", "tflops", "TFLOP/s", True,
                       0.5, 0.5, 0.1, -1.0, 1.2, "unchanged"),
         ComparisonRow("test_bench.py::test_lstm[cpu-64]", "cpu", "step_ms", "ms", False,

@@ -445,7 +445,7 @@ def paired_change(differences: Sequence[float]) -> Change | None:
         return None
     delta = _trimmed(differences)
     count = min(MAX_BLOCKS, len(differences))
-    source = f"{len(differences)} paired rounds in this job"
+    source = f"{len(differences)} paired rounds in this job, one pair of processes"
     noise = Noise(0.0, max(1, count - 1), source, True)
     if count < MIN_BLOCKS:
         return _unknown(delta, noise)
