@@ -55,11 +55,27 @@ def baseline_file(pytester):
     return pytester.path / ".pytest-tpu" / "baselines" / "main.json"
 
 
+def test_saving_again_says_how_many_runs_each_benchmark_keeps(pytester):
+    bench(pytester)
+    for _ in range(2):
+        result = save(pytester, "--tpu-baseline-history=2")
+    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *; 2 runs kept*"])
+    assert "at least 2 saved runs" not in result.stdout.str()
+    result = save(pytester, "--tpu-baseline-history=2")  # the oldest run makes room
+    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *; 2 runs kept*"])
+
+
 def test_save_then_compare_unchanged(pytester):
     bench(pytester)
     result = save(pytester)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *main.json"])
+    result.stdout.fnmatch_lines(
+        [
+            "saved baseline 'main': 1 benchmarks in *main.json; 1 run kept per benchmark",
+            "  the gate measures the noise between sessions from at least 2 saved runs (it keeps "
+            "the last 5)*",
+        ]
+    )
     document = json.loads(baseline_file(pytester).read_text())
     entry = document["benchmarks"][0]
     run = entry["pytest_tpu"]["history"][0]

@@ -31,7 +31,7 @@ from pytest_tpu.gate.compare import (
     regressions,
     verdict_key,
 )
-from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, summarize
+from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, sessions, summarize
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict, noise_line
 from pytest_tpu.gate.stats import relative_spread
 from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
@@ -376,7 +376,15 @@ class GatePlugin:
             self.lines.append(f"baseline {name!r} NOT saved: {exc}")
             self._save_failed(session)
             return
-        self.lines.append(f"saved baseline {name!r}: {len(new)} benchmarks in {path}")
+        keep = self.settings.baseline_history or DEFAULT_KEEP
+        counts = _kept_counts(path, [run.result.nodeid for run in new])
+        kept = _kept_text(counts)
+        self.lines.append(f"saved baseline {name!r}: {len(new)} benchmarks in {path}{kept}")
+        if counts and min(counts) < 2:
+            self.lines.append(
+                f"  the gate measures the noise between sessions from at least 2 saved runs "
+                f"(it keeps the last {keep}); until then it states what it assumed"
+            )
         for result in results.failed:
             self.lines.append(f"  left out (failed): {result.nodeid}: {result.error}")
 
@@ -486,3 +494,21 @@ def marker_thresholds(item: pytest.Item) -> dict[str, float]:
         except Exception as exc:  # argparse's error type: the message names the valid values
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}: {exc}") from None
     return found
+
+
+def _kept_counts(path: Path, nodeids: list[str]) -> list[int]:
+    """How many sessions' runs the saved file now keeps for each of ``nodeids``."""
+    try:
+        saved = store.load(path)
+    except (OSError, store.BaselineError):
+        return []
+    return [len(sessions(saved.sides[n].runs)) for n in nodeids if n in saved.sides]
+
+
+def _kept_text(counts: list[int]) -> str:
+    """``; 3 runs kept per benchmark`` (or ``2-3 runs``): how deep the history now is."""
+    if not counts:
+        return ""
+    low, high = min(counts), max(counts)
+    span = f"{low}" if low == high else f"{low}-{high}"
+    return f"; {span} run{'s' if high > 1 else ''} kept per benchmark"
