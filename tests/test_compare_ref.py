@@ -241,6 +241,53 @@ def test_save_baseline_keeps_head_results_apart_from_plain_runs(repo):
     )
 
 
+TIMELINE = """
+import json, os, time, pytest
+
+BASE = "pytest-tpu-ref-" in os.getcwd()  # the base session runs in the temporary worktree
+LOG = os.path.join(os.environ["TIMELINE_DIR"], "base" if BASE else "head")
+
+def note(what):
+    with open(LOG, "a") as out:
+        out.write(json.dumps([what, time.monotonic()]) + "\\n")
+
+@pytest.fixture
+def built():
+    time.sleep(0.5 if BASE else 0.0)  # a slower setup on one side (a model built, say)
+    note("setup-end")
+    yield
+    note("teardown")
+
+def work():
+    note("round-start")
+    time.sleep(0.01)
+    note("round-end")
+
+def test_one(built, benchmark):
+    benchmark.pedantic(work, rounds=6)
+"""
+
+
+def test_neither_side_sets_up_or_tears_down_beside_the_other_side_s_rounds(repo, monkeypatch):
+    commit(repo, "timeline", test_timeline=TIMELINE)
+    monkeypatch.setenv("TIMELINE_DIR", str(repo.path))
+    result = repo.runpytest_subprocess(*FAST, "test_timeline.py", "--compare-ref=HEAD")
+    assert result.ret == pytest.ExitCode.OK
+
+    def events(side):
+        lines = (repo.path / side).read_text().splitlines()
+        return [(what, when) for what, when in map(json.loads, lines)]
+
+    head, base = events("head"), events("base")
+    rounds = [when for what, when in head if what.startswith("round")]
+    base_setup = next(when for what, when in base if what == "setup-end")
+    base_teardown = next(when for what, when in base if what == "teardown")
+    # The head's first round waited for the base's slower setup; the base's teardown (and its
+    # session's end) waited for the head's last round, which comes after the base's last.
+    assert base_setup <= min(rounds)
+    assert base_teardown >= max(rounds)
+
+
 def test_new_missing_and_base_failures_are_rows(repo):
     broken = BENCH.format(n=3000) + "\ndef test_old(benchmark):\n    benchmark(sum, [1])\n"
     broken += "\ndef test_flaky(benchmark):\n    benchmark(sum, [1])\n    assert False\n"

@@ -414,14 +414,17 @@ class BasePlugin:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
         pin = Pin(self.core)
-        if fixture is not None and not getattr(fixture, "disabled", False):
-            nodeid = item.nodeid
+        nodeid = item.nodeid
+        timed = fixture is not None and not getattr(fixture, "disabled", False)
+        if timed:
             factor = self.factors.get(nodeid, 1)
             _wrap_runner(fixture, lambda: self.follower.before_round(nodeid), pin, factor)
         try:
             return (yield)
         finally:
             pin.release()
+            if timed:  # this side's teardown and report wait until the head's rounds are over
+                self.follower.done(nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, REPORT_ATTR, None)
