@@ -20,8 +20,8 @@ from pytest_tpu.gate.history import RunSummary, summarize
 from pytest_tpu.gate.stats import Change
 
 
-def found(estimate, low, high, p_slower, *, source="5 saved runs"):
-    return Change(estimate, low, high, p_slower, 0.03, 0.01, 4, source, True)
+def found(estimate, low, high, p_slower, *, source="5 saved runs", detectable=0.03):
+    return Change(estimate, low, high, p_slower, detectable, 0.01, 4, source, True)
 
 
 @pytest.mark.parametrize(
@@ -42,9 +42,20 @@ def test_verdicts(estimate, low, high, p, expected, fails):
 
 
 def test_inconclusive_states_the_smallest_detectable_change():
-    decision = decide(Measured(found(0.02, -0.04, 0.09, 0.8), "raw", None), 0.05)
-    assert "smallest slowdown this comparison catches 4 times in 5 is 3.0%" in decision.reason
+    noisy = found(0.02, -0.04, 0.09, 0.8, detectable=0.12)
+    decision = decide(Measured(noisy, "raw", None), 0.05)
+    assert decision.reason.startswith("cannot resolve a 5.0% change here")
+    assert "smallest slowdown this comparison catches 4 times in 5 is 12.0%" in decision.reason
     assert "5 saved runs" in decision.reason
+
+
+def test_a_precise_comparison_near_the_threshold_does_not_say_it_cannot_resolve_it():
+    # Able to catch 3 %, yet neither verdict: the change itself is near the threshold.
+    decision = decide(Measured(found(0.02, -0.01, 0.055, 0.9), "raw", None), 0.05)
+    assert decision.verdict == "inconclusive"
+    assert "cannot resolve" not in decision.reason
+    assert decision.reason.startswith("neither shown slower nor shown within 5.0%")
+    assert "catches 3.0% 4 times in 5 (noise: 5 saved runs)" in decision.reason
 
 
 def test_a_raw_slowdown_no_larger_than_the_machine_s_is_inconclusive():

@@ -389,7 +389,7 @@ def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
     commit(repo, "base", test_conf=CONFIRMING.format(seconds=0.002))
     commit(repo, "slower", test_conf=CONFIRMING.format(seconds=0.006))
     started = repo.path / "confirm-started"
-    args = ["test_conf.py", "--compare-ref=HEAD~1", "--fail-on-regression=10"]
+    args = ["test_conf.py", "--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=r.md"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", *FAST, *args],
         cwd=repo.path,
@@ -412,7 +412,9 @@ def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
     out = proc.communicate(timeout=90)[0].decode()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     assert "interrupted while measuring again in a new pair of processes" in out
-    assert "Traceback" not in out
+    assert "Traceback" not in out and "no baseline saved" not in out  # none was asked for
+    report = (repo.path / "r.md").read_text()
+    assert "**Regression gate (time 10%): not applied (interrupted)**" in report
     assert len(worktrees(repo)) == 1, out
     left = subprocess.run(["pgrep", "-f", "test_conf.py"], capture_output=True, text=True)
     assert not left.stdout.strip(), left.stdout

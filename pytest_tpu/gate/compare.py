@@ -254,6 +254,14 @@ def _drift_explains(measured: Measured) -> str:
 
 
 def _unresolved(found: Change, threshold: float) -> str:
+    if math.isfinite(found.detectable) and found.detectable <= threshold:
+        # Precise enough for the threshold, and still neither verdict: the change itself lies
+        # near it (its interval reaches it; a slowdown is not 99 % sure, or is under half of it).
+        return (
+            f"neither shown slower nor shown within {threshold:.1%}: the interval reaches the "
+            f"threshold, though this comparison catches {found.detectable:.1%} 4 times in 5 "
+            f"(noise: {found.source})"
+        )
     detectable = "no estimate" if math.isinf(found.detectable) else f"{found.detectable:.1%}"
     return (
         f"cannot resolve a {threshold:.1%} change here: the smallest slowdown this comparison "

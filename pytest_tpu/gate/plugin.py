@@ -282,7 +282,16 @@ class GatePlugin:
         if self.worker or not self.ready:
             return
         if session.exitstatus not in _DONE_STATUSES:
-            self.lines.append("session interrupted: no baseline saved, nothing compared")
+            asked = [
+                what
+                for what, on in (
+                    ("no baseline saved", self.settings.save_baseline),
+                    ("nothing compared with a baseline", self.settings.compare),
+                )
+                if on
+            ]
+            if asked:  # only what this session was asked to do (--compare-ref says its own)
+                self.lines.append(f"session interrupted: {', '.join(asked)}")
             return
         results = self.config.stash[results_key]
         steps: list[tuple[str, Callable[[], None]]] = []

@@ -335,6 +335,8 @@ class HeadPlugin:
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            if self.settings.gating:  # the report says so too, not only the terminal
+                self.config.stash[verdict_key] = "not applied (interrupted)"
             return
         if self.settings.gating:  # same job: time only (memory and compile need a history)
             self.lines += gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
