@@ -16,7 +16,7 @@ until the base has reached that test (its setup done), and the base, after its l
 test, waits until the head is done with the test too, before its teardown, its report and, after
 the last test, its whole session end. (Without that, the base's session end ran beside the head's
 last round of the last test: a Keras CNN measured last in a session stated 24-39 % as the smallest
-change it could detect, against 6-13 % for the same benchmark measured earlier in the session.)
+change it could detect, against 4-13 % (one 28 %) for its copies measured earlier in the session.)
 """
 
 from __future__ import annotations
