@@ -509,7 +509,7 @@ def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
     return fit(body, headers, fmt, label_cols=2)
 
 
-def verdict_text(verdict: str, fmt: str = "simple", regression: bool = True) -> str:
+def verdict_text(verdict: str, fmt: str, regression: bool) -> str:
     """A regression stands out in plain text (capitals) and in Markdown (bold and a sign); a
     slowdown the threshold tolerates is said plainly, not shouted."""
     if verdict != "slower" or not regression:
@@ -593,8 +593,7 @@ def row_details(row: ComparisonRow) -> str:
     if row.noise_source and row.noise_source not in said:
         parts.append(f"noise: {row.noise_source}")
     detectable = row.detectable_pct
-    shown = "the smallest slowdown this comparison catches" in said
-    if detectable is not None and detectable != float("inf") and not shown:
+    if detectable is not None and detectable != float("inf") and f"{detectable:.1f}%" not in said:
         parts.append(f"detects {detectable:.1f}%")
     if row.confirmed is not None and "confirmed" not in said:
         parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")

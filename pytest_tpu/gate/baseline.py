@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tpu.gate.compare import Side, incompatibility
-from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, summarize
+from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, sessions, summarize
 from pytest_tpu.options import parse_baseline_name
 from pytest_tpu.results import BenchResult
 
@@ -255,6 +255,13 @@ def _history(
         if incompatibility(old.environment, current_env) is None:
             kept = list(old.runs)
     return _trim([*kept, *new.runs], keep)
+
+
+def kept_sessions(
+    previous: Baseline | None, new: Iterable[NewRun], environment: Mapping[str, Any], keep: int
+) -> list[int]:
+    """How many sessions' runs each benchmark of ``new`` keeps once saved (as ``save`` keeps)."""
+    return [len(sessions(_history(previous, run, environment, keep))) for run in new]
 
 
 def _trim(runs: list[RunSummary], keep: int) -> list[RunSummary]:

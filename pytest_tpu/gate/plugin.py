@@ -31,7 +31,7 @@ from pytest_tpu.gate.compare import (
     regressions,
     verdict_key,
 )
-from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, sessions, summarize
+from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, summarize
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict, noise_line
 from pytest_tpu.gate.stats import relative_spread
 from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
@@ -282,14 +282,8 @@ class GatePlugin:
         if self.worker or not self.ready:
             return
         if session.exitstatus not in _DONE_STATUSES:
-            asked = [
-                what
-                for what, on in (
-                    ("no baseline saved", self.settings.save_baseline),
-                    ("nothing compared with a baseline", self.settings.compare),
-                )
-                if on
-            ]
+            asked = ["no baseline saved"] if self.settings.save_baseline else []
+            asked += ["nothing compared with a baseline"] if self.settings.compare else []
             if asked:  # only what this session was asked to do (--compare-ref says its own)
                 self.lines.append(f"session interrupted: {', '.join(asked)}")
             return
@@ -369,6 +363,7 @@ class GatePlugin:
         directory = self.settings.baseline_dir
         previous = self._previous(name)
         new = [store.NewRun(result, tuple(self._runs(result))) for result in results.passed]
+        keep = self.settings.baseline_history or DEFAULT_KEEP
         try:
             path = store.save(
                 directory,
@@ -377,7 +372,7 @@ class GatePlugin:
                 self._environment(),
                 left_out=[result.nodeid for result in results.failed],
                 previous=previous,
-                keep=self.settings.baseline_history or DEFAULT_KEEP,
+                keep=keep,
                 machine_info=self._benchmark_info("machine"),
                 commit_info=self._benchmark_info("commit"),
             )
@@ -385,8 +380,7 @@ class GatePlugin:
             self.lines.append(f"baseline {name!r} NOT saved: {exc}")
             self._save_failed(session)
             return
-        keep = self.settings.baseline_history or DEFAULT_KEEP
-        counts = _kept_counts(path, [run.result.nodeid for run in new])
+        counts = store.kept_sessions(previous, new, self._environment(), keep)
         kept = _kept_text(counts)
         self.lines.append(f"saved baseline {name!r}: {len(new)} benchmarks in {path}{kept}")
         if counts and min(counts) < 2:
@@ -503,15 +497,6 @@ def marker_thresholds(item: pytest.Item) -> dict[str, float]:
         except Exception as exc:  # argparse's error type: the message names the valid values
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}: {exc}") from None
     return found
-
-
-def _kept_counts(path: Path, nodeids: list[str]) -> list[int]:
-    """How many sessions' runs the saved file now keeps for each of ``nodeids``."""
-    try:
-        saved = store.load(path)
-    except (OSError, store.BaselineError):
-        return []
-    return [len(sessions(saved.sides[n].runs)) for n in nodeids if n in saved.sides]
 
 
 def _kept_text(counts: list[int]) -> str:
