@@ -162,6 +162,50 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
     assert len(worktrees(repo)) == 1
 
 
+NOISY_AGAIN = """
+import itertools, os, time
+
+SLOW, SHIFT = {slow}, {shift}
+# Steady in the first pair of processes; in new pairs the rounds walk a pattern out of step on the
+# two sides, so six pairs disagree by up to 2x (a burst of load), yet the head is SLOW times slower.
+STEPS = [2.0, 3.0, 4.0, 2.5, 3.5, 3.0] if os.environ.get("PYTEST_TPU_REF_CONFIRMING") else [3.0]
+calls = itertools.count()
+
+def work():
+    time.sleep(SLOW * STEPS[(next(calls) + SHIFT) % len(STEPS)] / 1000)
+
+def test_noisy(benchmark):
+    benchmark.pedantic(work, rounds=6)
+"""
+
+
+def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
+    commit(repo, "base", test_bench=NOISY_AGAIN.format(slow=1.0, shift=1))
+    commit(repo, "a fifth slower", test_bench=NOISY_AGAIN.format(slow=1.2, shift=0))
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    # The new pair's six rounds reach from below zero past 10 %: it cannot tell, so one more pair
+    # measures with four times the rounds, and its interval, above zero, confirms the regression.
+    result.stdout.fnmatch_lines(
+        [
+            "re-measured 1 regression(s) in a new pair of processes; 1 it could not tell measured "
+            "once more with up to 4x the rounds",
+            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
+        ],
+        consecutive=False,
+    )
+    assert result.ret == REGRESSION_EXIT_CODE
+    [row] = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    assert row["confirmed"] is True
+    assert "once more with 4x the rounds +" in row["note"]
+    assert len(worktrees(repo)) == 1
+    # Without more rounds (N=1) the noisy new pair decides, and withdraws it.
+    result = repo.runpytest_subprocess(*FAST, *args, "--tpu-compare-ref-rounds=1")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*test_noisy: not confirmed by a new pair of processes: first *"])
+    assert "once more" not in result.stdout.str()
+
+
 NOISY = """
 import itertools, time
 

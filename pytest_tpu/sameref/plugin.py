@@ -140,7 +140,7 @@ class HeadPlugin:
         self.base_runs: list[dict[str, list[float]]] = []
         self.core = shared_core()
         self.own: dict[str, float] = {}  # a benchmark's own time threshold (fraction), by marker
-        self.factors = resolve.factors()  # more rounds, when this session resolves rows
+        self.factors = confirm.factors()  # more rounds, when this session resolves rows
 
     # -------------------------------------------------------------- start
 
@@ -356,10 +356,10 @@ class HeadPlugin:
         mode = f"--tpu-compare-ref-mode={self.settings.compare_ref_mode}"
         measuring = [*measuring_args(self.config, self.settings), mode]
         root = self.config.rootpath
-        rows, line = confirm.remeasure(rows, self.commit, pct, root, measuring, self.own)
+        most = self.settings.compare_ref_rounds
+        rows, line = confirm.remeasure(rows, self.commit, pct, root, measuring, self.own, most)
         lines = [line]
         if not resolve.resolving():  # a re-measurement with more rounds does not resolve again
-            most = self.settings.compare_ref_rounds
             rows, line = resolve.resolve(rows, self.commit, pct, root, measuring, self.own, most)
             lines.append(line)
         self.lines += [line for line in lines if line]
@@ -410,7 +410,7 @@ class BasePlugin:
     def __init__(self, follower: Follower) -> None:
         self.follower = follower
         self.core = core_from_env()
-        self.factors = resolve.factors()
+        self.factors = confirm.factors()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -29,23 +29,10 @@ from pytest_tpu.gate.lines import pct
 from pytest_tpu.sameref import confirm
 from pytest_tpu.sameref.rows import rounds_factor
 
-ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a resolving session, as JSON
-
 
 def resolving() -> bool:
     """Whether this session is itself a re-measurement with more rounds."""
-    return bool(os.environ.get(ROUNDS_ENV))
-
-
-def factors() -> dict[str, int]:
-    """The round factor of each benchmark of a resolving session, by node id."""
-    try:
-        found = json.loads(os.environ.get(ROUNDS_ENV) or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(found, dict):
-        return {}
-    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and v > 1}
+    return bool(os.environ.get(confirm.ROUNDS_ENV))
 
 
 def factor_for(row: Row, threshold: float, most: int) -> int:
@@ -101,7 +88,7 @@ def resolve(
     }
     if not wanted:
         return list(rows), ""
-    factors_env = {ROUNDS_ENV: json.dumps(wanted)}
+    factors_env = {confirm.ROUNDS_ENV: json.dumps(wanted)}
     again, problem = confirm.nested(list(wanted), commit, percent, rootdir, measuring, factors_env)
     if problem:
         return list(rows), f"the re-measurement with more rounds {problem}"
