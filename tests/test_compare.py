@@ -49,6 +49,23 @@ def test_inconclusive_states_the_smallest_detectable_change():
     assert "5 saved runs" in decision.reason
 
 
+@pytest.mark.parametrize(
+    ("source", "hinted"),
+    [
+        ("assumed 8.0% (1 saved run: the spread of blocks within a run)", True),
+        ("2 saved runs", True),
+        ("5 saved runs", False),
+        ("12 paired rounds in this job, one pair of processes", False),
+    ],
+)
+def test_a_short_history_says_more_saved_runs_would_narrow_the_interval(source, hinted):
+    # Two saved runs: one degree of freedom, an interval of +-1000 % for 20 noisy rounds.
+    wide = found(0.3, -0.9, 12.0, 0.8, source=source, detectable=13.2)
+    reason = decide(Measured(wide, "raw", None), 0.05).reason
+    assert reason.startswith("cannot resolve a 5.0% change here")
+    assert ("each further run saved under this baseline name narrows it" in reason) is hinted
+
+
 def test_a_precise_comparison_near_the_threshold_does_not_say_it_cannot_resolve_it():
     # Able to catch 3 %, yet neither verdict: the change itself is near the threshold.
     decision = decide(Measured(found(0.02, -0.01, 0.055, 0.9), "raw", None), 0.05)

@@ -571,6 +571,28 @@ def test_benchmark_call_sizes_its_rounds_on_a_steady_call_on_both_sides(repo):
     assert pairs >= 10  # the base measured as many, round next to round
 
 
+SHORT = """
+def work():
+    return sum(range(300))
+
+def test_short(benchmark):
+    benchmark(work)
+"""
+
+
+def test_benchmark_call_sizes_a_short_function_s_rounds_on_its_turns_too(repo):
+    commit(repo, "short", test_short=SHORT)
+    args = ("test_short.py", "--compare-ref=HEAD", "--benchmark-json=head.json")
+    repo.runpytest_subprocess("-p", "no:cacheprovider", "--benchmark-max-time=0.5", *args)
+    stats = json.loads((repo.path / "head.json").read_text())["benchmarks"][0]["stats"]
+    # Sized on a call alone, the rounds of a few-microsecond function would fill the 0.5 s with
+    # timed calls; every round also takes a turn, which costs more than such a call, and the
+    # rounds are sized on that: the timed calls fill well under half of it.
+    timed = stats["rounds"] * stats["iterations"] * stats["mean"]
+    assert timed < 0.25, stats
+    assert stats["rounds"] >= 100  # still many: a few microseconds, plus the turn's own cost
+
+
 def test_a_resolving_session_gives_both_styles_more_rounds_on_both_sides(repo, monkeypatch):
     commit(repo, "sleeps", test_bench=SLEEPS.format(seconds=0.001))
     # What the session a row was left inconclusive in hands its re-measurement, by node id.

@@ -15,6 +15,7 @@ resolve the threshold the row is ``inconclusive`` and says the smallest change i
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +37,7 @@ DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression
 # varies far more between sessions than steady rounds do.
 DEFAULT_THRESHOLDS = {"time": DEFAULT_THRESHOLD, "memory": 0.05, "compile": 0.25}
 METRIC_UNITS = {"memory": "B", "compile": "s"}
+FEW_RUNS = 5  # the default history: fewer saved runs leave the between-session noise coarse
 MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called drift
 # How much of the machine's drift since the baseline the ratios to the kernel may have failed to
 # divide out. The kernel is a different program: a drift it sees may hit this benchmark more or
@@ -265,8 +267,18 @@ def _unresolved(found: Change, threshold: float) -> str:
     detectable = "no estimate" if math.isinf(found.detectable) else f"{found.detectable:.1%}"
     return (
         f"cannot resolve a {threshold:.1%} change here: the smallest slowdown this comparison "
-        f"catches 4 times in 5 is {detectable} (noise: {found.source})"
+        f"catches 4 times in 5 is {detectable} (noise: {found.source})" + _few_runs(found.source)
     )
+
+
+def _few_runs(source: str) -> str:
+    """What would narrow an interval a short history of saved runs leaves wide, or ""."""
+    runs = re.search(r"\b(\d+) saved runs?\b", source)
+    if runs is None or int(runs.group(1)) >= FEW_RUNS:
+        return ""
+    # Few runs leave few degrees of freedom: with 2 the 95 % interval is 12.7 standard errors
+    # wide on each side, with 5 only 2.8; a user seeing 1000 % here should know why.
+    return "; each further run saved under this baseline name narrows it"
 
 
 def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row:

@@ -139,15 +139,15 @@ def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> i
     percent) could not tell either way; 0 where it could (or ``most`` allows no more)."""
     if again is None or most < 2:
         return 0
-    low, high, detectable = (again.get(key) for key in ("ci_low", "ci_high", "detectable_pct"))
-    if not all(isinstance(x, int | float) for x in (low, high, detectable)):
+    found = _numbers(again, "ci_low", "ci_high", "detectable_pct")
+    if found is None:
         return 0
+    low, high, detectable = found
     limit = threshold * 100
     # Below zero and past the threshold, with a threshold it could not reliably catch: noise.
-    if float(low) > 0 or float(high) < limit or not float(detectable) > limit:  # type: ignore[arg-type]
+    if low > 0 or high < limit or not detectable > limit:
         return 0
-    need = rounds_factor(float(detectable) / 100, threshold)  # type: ignore[arg-type]
-    return max(2, min(most, math.ceil(need)))
+    return max(2, min(most, math.ceil(rounds_factor(detectable / 100, threshold))))
 
 
 def nested(
@@ -243,7 +243,7 @@ def _judged(
         if interval is None:
             return _withdrawn(row, f"not confirmed: {text}; once more, no interval")
         text += f", once more with {factor}x the rounds {interval}"
-    low, high = (float(again[key]) for key in ("ci_low", "ci_high"))
+    low, high = _numbers(again, "ci_low", "ci_high") or [0.0, 0.0]  # _interval found them
     agrees = low > 0 and high >= threshold * 100
     if again.get("regression") is True or agrees:
         return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
@@ -254,11 +254,18 @@ def _judged(
 
 def _interval(row: Mapping[str, Any]) -> str | None:
     """A report row's change and 95 % interval as text, or None where it has none."""
-    values = [row.get(key) for key in ("change_pct", "ci_low", "ci_high")]
-    if not all(isinstance(x, int | float) for x in values):
+    found = _numbers(row, "change_pct", "ci_low", "ci_high")
+    if found is None:
         return None
-    change, low, high = (float(x) for x in values)  # type: ignore[arg-type]
+    change, low, high = found
     return f"{change:+.1f}% [{low:+.1f}%, {high:+.1f}%]"
+
+
+def _numbers(row: Mapping[str, Any], *keys: str) -> list[float] | None:
+    """A report row's values under ``keys``, or None unless every one is a number."""
+    values = [row.get(key) for key in keys]
+    numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return numbers if len(numbers) == len(keys) else None
 
 
 def _withdrawn(row: Row, why: str, verdict: str = "inconclusive") -> Row:

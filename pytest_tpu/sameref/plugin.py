@@ -31,6 +31,7 @@ from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, resolve, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import build_rows
+from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 from pytest_tpu.timing import size_rounds_on_a_steady_call
 
@@ -55,6 +56,7 @@ def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: 
     """
     resolve.scale_rounds(fixture, factor)
     size_rounds_on_a_steady_call(fixture)  # innermost: its doubled first call takes one turn
+    size_rounds_on_turns(fixture)  # the hand-overs count: a 75 µs function's round costs more
     original = getattr(fixture, "_make_runner", None)
     if not callable(original):
         return

@@ -1,0 +1,60 @@
+"""``benchmark(fn)``'s rounds sized on what a round costs the session, turns included.
+
+pytest-benchmark gives ``benchmark(fn)`` as many rounds as fit ``--benchmark-max-time`` at the
+duration of one calibrating call. Taking turns adds a fixed cost to every round: the hand-over
+between the two processes and the pinning, about 60 µs a turn on this project's VMs. For a
+benchmark of a few milliseconds that is nothing; for a 75 µs function it more than doubles what a
+round costs, and a same-job session of such functions took about 5.9 times a plain run (13,000
+rounds a side, each round and hand-over about 270 µs of the pair's time).
+
+So where the calibrating call is short, a few more calls are made through the turns (the base makes
+them too: both sides size alike) and the rounds are sized on their wall time: one head call and one
+base call, with the hand-overs, take ``W`` between two of this side's calls on average, and each
+side gets ``max-time`` of its half of that. The probe calls are not recorded, like the calibrating
+call; they also warm the function up. Where a call takes a few milliseconds or more, the turns'
+cost is a percent or less of it and nothing is probed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+PROBE_SHARE = 0.02  # of --benchmark-max-time, at most, spent on probe calls
+MOST_PROBES = 50
+FEWEST_PROBES = 4  # fewer would fit: the call is long enough for the turns not to matter
+
+
+def probes(duration: float, max_time: float) -> int:
+    """How many probe calls to make after a calibrating call of ``duration`` seconds; an even
+    number (a head call waits for two base calls, then for none, in ABBA), or 0 for none."""
+    if not duration > 0:
+        return 0
+    count = min(MOST_PROBES, math.floor(PROBE_SHARE * max_time / duration))
+    count -= count % 2
+    return count if count >= FEWEST_PROBES else 0
+
+
+def size_rounds_on_turns(fixture: Any) -> None:
+    """Make one pytest-benchmark fixture instance size ``benchmark(fn)``'s rounds on the
+    turn-inclusive time of its calls (see the module's docstring)."""
+    original: Callable[[Any], tuple[float, int, Any]] | None = getattr(
+        fixture, "_calibrate_timer", None
+    )
+    if not callable(original):
+        return
+
+    def calibrate(runner: Callable[[Any], float]) -> tuple[float, int, Any]:
+        duration, iterations, loops_range = original(runner)
+        count = probes(duration, float(getattr(fixture, "_max_time", 0.0)))
+        if count:
+            start = time.perf_counter()
+            for _ in range(count):
+                runner(loops_range)
+            share = (time.perf_counter() - start) / count / 2  # this side's half of a cycle
+            duration = max(duration, share)
+        return duration, iterations, loops_range
+
+    fixture._calibrate_timer = calibrate
