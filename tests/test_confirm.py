@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.sameref.confirm import _judged
+from pytest_tpu.sameref.confirm import _judged, once_more
 from pytest_tpu.sameref.resolve import _resolved, factor_for
 
 FIRST = Row(
@@ -106,3 +106,45 @@ def test_a_regression_the_re_measurement_could_not_confirm_leaves_the_first_row(
     )
     confirmed = _resolved(first, {**unconfirmed, "confirmed": True}, 4)
     assert confirmed.regression is True and confirmed.change == pytest.approx(0.09)
+
+
+def with_detectable(row: dict[str, object], detectable: float) -> dict[str, object]:
+    return {**row, "detectable_pct": detectable}
+
+
+@pytest.mark.parametrize(
+    ("measured", "factor"),
+    [
+        # From below zero past the threshold, the threshold beyond what it catches: noise.
+        (with_detectable(again(2.8, -8.6, 15.5), 12.0), 4),
+        (with_detectable(again(2.8, -2.0, 7.5), 7.0), 2),
+        # Able to tell: it sees nothing (short of the threshold), or it agrees (above zero).
+        (with_detectable(again(0.5, -0.9, 1.8), 2.0), 0),
+        (with_detectable(again(10.4, 1.9, 19.5), 9.0), 0),
+        # Its interval reaches the threshold, but it catches the threshold: the change is near it.
+        (with_detectable(again(3.0, -0.5, 6.0), 4.0), 0),
+    ],
+)
+def test_a_new_pair_too_noisy_to_tell_asks_for_one_more_with_more_rounds(measured, factor):
+    assert once_more(measured, 0.05, 4) == factor
+    assert once_more(measured, 0.05, 1) == 0  # --tpu-compare-ref-rounds=1: no more rounds
+
+
+def test_the_last_pair_decides_where_the_new_pair_could_not_tell():
+    noisy = with_detectable(again(2.8, -8.6, 15.5), 12.0)
+    row = _judged(FIRST, noisy, 0.05, (4, again(8.0, 3.1, 13.0)))
+    assert row.regression is True and row.confirmed is True
+    assert "again +2.8% [-8.6%, +15.5%], once more with 4x the rounds +8.0%" in row.reason
+    row = _judged(FIRST, noisy, 0.05, (4, again(0.7, -1.1, 2.6)))
+    assert row.regression is False and row.confirmed is False
+
+
+def test_a_withdrawn_row_shows_the_pair_that_withdrew_it_and_is_not_measured_again_for_nothing():
+    precise = {**with_detectable(again(0.7, -1.1, 2.6), 2.0), "baseline": 0.1, "current": 0.1007}
+    row = _judged(FIRST, precise, 0.05)
+    assert (row.change, row.low, row.high) == pytest.approx((0.007, -0.011, 0.026))
+    assert row.current_value == pytest.approx(0.1007)
+    assert "first +10.9% [+4.2%, +18.0%], again +0.7%" in row.reason  # the first pair, in words
+    assert factor_for(row, 0.05, 4) == 0  # the new pair resolved it: nothing more to measure
+    wide = with_detectable(again(6.0, -2.0, 14.0), 12.0)
+    assert factor_for(_judged(FIRST, wide, 0.05), 0.05, 4) == 4  # still open, leaning slower

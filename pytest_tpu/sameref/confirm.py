@@ -249,7 +249,7 @@ def _judged(
         return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
     # Both pairs sure of a slowdown, the new one sure it is below the threshold: slower, no more.
     still = "slower" if again.get("verdict") == "slower" else "inconclusive"
-    return _withdrawn(row, f"not confirmed by a new pair of processes: {text}", still)
+    return _withdrawn(row, f"not confirmed by a new pair of processes: {text}", still, again)
 
 
 def _interval(row: Mapping[str, Any]) -> str | None:
@@ -263,10 +263,36 @@ def _interval(row: Mapping[str, Any]) -> str | None:
 
 def _numbers(row: Mapping[str, Any], *keys: str) -> list[float] | None:
     """A report row's values under ``keys``, or None unless every one is a number."""
-    values = [row.get(key) for key in keys]
-    numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    numbers = [x for x in (number(row, key) for key in keys) if x is not None]
     return numbers if len(numbers) == len(keys) else None
 
 
-def _withdrawn(row: Row, why: str, verdict: str = "inconclusive") -> Row:
-    return replace(row, verdict=verdict, regression=False, confirmed=False, reason=why)
+def _withdrawn(
+    row: Row, why: str, verdict: str = "inconclusive", last: Mapping[str, Any] | None = None
+) -> Row:
+    """``row`` withdrawn; with the numbers of ``last``, the pair that withdrew it, where given:
+    a row more rounds would resolve is then measured again only if that pair leaves it open."""
+    numbers = measured_as(row, last) if last is not None else {}
+    return replace(row, verdict=verdict, regression=False, confirmed=False, reason=why, **numbers)
+
+
+def number(data: Mapping[str, Any], key: str, scale: float = 1.0) -> float | None:
+    """A report row's number under ``key``, divided by ``scale``; None if it has none."""
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) / scale
+
+
+def measured_as(row: Row, again: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``row`` that a new pair's report row ``again`` (in percent) measured."""
+    return {
+        "change": number(again, "change_pct", 100),
+        "low": number(again, "ci_low", 100),
+        "high": number(again, "ci_high", 100),
+        "confidence": number(again, "confidence_pct", 100),
+        "detectable": number(again, "detectable_pct", 100),
+        "noise_source": str(again.get("noise_source") or row.noise_source),
+        "base_value": number(again, "baseline") or row.base_value,
+        "current_value": number(again, "current") or row.current_value,
+    }

@@ -99,17 +99,14 @@ def resolve(
     return [_resolved(row, again.get(row.nodeid), wanted.get(row.nodeid, 0)) for row in rows], line
 
 
-def _number(data: Mapping[str, Any], key: str, scale: float = 1.0) -> float | None:
-    value = data.get(key)
-    return float(value) / scale if isinstance(value, int | float) else None
-
-
 def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
     """``row`` replaced by the new pair's row ``again`` (a report row, in percent)."""
     if not factor:
         return row
     first = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
-    if again is None or _number(again, "change_pct") is None:
+    if row.confirmed is False:  # withdrawn: its numbers are the new pair's; its reason says both
+        first = row.reason
+    if again is None or confirm.number(again, "change_pct") is None:
         why = "no row" if again is None else str(again.get("verdict"))
         return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
     # The report says "regression beyond the threshold (N% sure)" first; this row will again.
@@ -117,24 +114,15 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
         # Its own confirmation did not run (a test failed there, or it broke): the first stands.
         why = "found a regression it could not confirm"
         return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
-    if row.confirmed is False:  # a withdrawn regression: keep what withdrew it readable
-        first = f"{first}; {row.reason}"
     note = re.sub(
         r"^regression beyond the threshold \([^)]*\)(; )?", "", str(again.get("note") or "")
     )
     return replace(
         row,
         verdict=str(again.get("verdict") or "inconclusive"),
-        change=_number(again, "change_pct", 100),
-        low=_number(again, "ci_low", 100),
-        high=_number(again, "ci_high", 100),
-        confidence=_number(again, "confidence_pct", 100),
-        detectable=_number(again, "detectable_pct", 100),
         regression=again.get("regression") is True,
         confirmed=again.get("confirmed") if isinstance(again.get("confirmed"), bool) else None,
-        noise_source=str(again.get("noise_source") or row.noise_source),
-        base_value=_number(again, "baseline") or row.base_value,
-        current_value=_number(again, "current") or row.current_value,
         reason=f"measured again with {factor}x the rounds in a new pair of processes ({first})"
         + (f"; {note}" if note else ""),
+        **confirm.measured_as(row, again),
     )
