@@ -593,6 +593,43 @@ def test_benchmark_call_sizes_a_short_function_s_rounds_on_its_turns_too(repo):
     assert stats["rounds"] >= 100  # still many: a few microseconds, plus the turn's own cost
 
 
+COUNTED = """
+import json, pathlib
+
+calls = {"short": 0}
+
+def short():
+    calls["short"] += 1
+    return sum(range(300))
+
+def test_short(benchmark):
+    benchmark(short)
+    pathlib.Path("calls.json").write_text(json.dumps(calls))
+
+def make():
+    return ([1],), {}
+
+def consume(items):
+    items.pop()  # a second call on the same arguments would raise
+
+def test_consumes(benchmark):
+    benchmark.pedantic(consume, setup=make, rounds=30)
+"""
+
+
+def test_a_short_call_is_timed_warm_and_pedantic_arguments_are_used_once(repo):
+    commit(repo, "counted", test_counted=COUNTED)
+    args = ("test_counted.py", "--compare-ref=HEAD", "--benchmark-json=head.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    stats = json.loads((repo.path / "head.json").read_text())["benchmarks"]
+    short = next(b["stats"] for b in stats if b["name"] == "test_short")
+    calls = json.loads((repo.path / "calls.json").read_text())["short"]
+    # Right after the other side's round the caches are cold, and a call of microseconds would
+    # read slower by what refilling them costs: each timed call follows an untimed one.
+    assert calls >= 2 * short["rounds"] * short["iterations"]
+
+
 def test_a_resolving_session_gives_both_styles_more_rounds_on_both_sides(repo, monkeypatch):
     commit(repo, "sleeps", test_bench=SLEEPS.format(seconds=0.001))
     # What the session a row was left inconclusive in hands its re-measurement, by node id.

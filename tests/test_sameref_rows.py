@@ -7,6 +7,8 @@ import random
 import re
 import statistics
 
+import pytest
+
 from pytest_tpu.results import BenchResult
 from pytest_tpu.sameref.rows import compare_one, more_rounds
 from pytest_tpu.sameref.turns import HEAD, Rounds, turn_of
@@ -68,3 +70,15 @@ def test_advice_needs_a_finite_detectable_change_above_the_threshold():
     assert more_rounds(math.inf, 0.05, 10) == ""
     assert more_rounds(0.04, 0.05, 10) == ""
     assert "about 83 paired rounds instead of 10" in more_rounds(0.15, 0.05, 10)
+
+
+def test_a_row_s_times_agree_with_its_change_when_one_side_ran_rounds_alone():
+    head, base, rounds = paired(30, 0.01, 3, slower=0.08)
+    # The base left early: the head's last 60 rounds ran alone, without the turns, faster.
+    alone = list(range(2 * 30, 2 * 30 + 60))
+    result = BenchResult(NODEID, "test_step", None, {}, {}, tuple(head + [0.06] * len(alone)))
+    row = compare_one(result, base, Rounds(head=rounds.head + alone, base=rounds.base), 0.05)
+    assert row.verdict == "slower" and row.change is not None and row.change > 0.05
+    # Seen before: "134.3 µs  138.6 µs  -1.62%", the averages of each side's own rounds.
+    assert row.current_value / row.base_value - 1 == pytest.approx(row.change, rel=1e-9)
+    assert row.base_value == pytest.approx(0.1, rel=0.1)

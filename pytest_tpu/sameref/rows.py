@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_tpu.gate.compare import Measured, Row, decide, row_of
-from pytest_tpu.gate.stats import clean, pair_differences, paired_change
+from pytest_tpu.gate.stats import Change, clean, pair_differences, paired_change
 from pytest_tpu.results import BenchResult
 from pytest_tpu.sameref.turns import Rounds
 
@@ -33,6 +33,19 @@ def _common(nodeid: str) -> dict[str, Any]:
     return {"nodeid": nodeid, "metric": "time", "unit": "s", "higher_is_better": False}
 
 
+def _values(
+    head: Sequence[tuple[int, float]], base: Sequence[tuple[int, float]], found: Change | None
+) -> dict[str, Any]:
+    """A row's base and current round times, the same statistic as its change: the base's paired
+    rounds, and that times the paired change. (Rounds one side ran alone, faster without the
+    turns, made the two sides' own averages disagree with the change, even in sign.)"""
+    pairs = {turn // 2 for turn, _ in head}
+    base_value = _geomean([value for turn, value in base if turn // 2 in pairs])
+    if found is None or base_value is None:
+        return {}
+    return {"base_value": base_value, "current_value": base_value * (1 + found.estimate)}
+
+
 def compare_one(
     head: BenchResult, base_samples: Sequence[float], rounds: Rounds, threshold: float
 ) -> Row:
@@ -40,11 +53,11 @@ def compare_one(
     head_rounds = _measured(rounds.head, head.samples)
     base_rounds = _measured(rounds.base, base_samples)
     differences = pair_differences(head_rounds, base_rounds)
-    values: dict[str, Any] = {
-        "base_value": _geomean([v for _, v in base_rounds]) or _geomean(base_samples),
-        "current_value": _geomean([v for _, v in head_rounds]) or _geomean(head.samples),
-    }
     found = paired_change(differences)
+    values = _values(head_rounds, base_rounds, found) or {
+        "base_value": _geomean(base_samples),
+        "current_value": _geomean(head.samples),
+    }
     if found is None:
         return Row(
             status="compared",
