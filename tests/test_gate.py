@@ -61,8 +61,24 @@ def test_saving_again_says_how_many_runs_each_benchmark_keeps(pytester):
         result = save(pytester, "--tpu-baseline-history=2")
     result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *; 2 runs kept*"])
     assert "at least 2 saved runs" not in result.stdout.str()
+    assert "fewer than" not in result.stdout.str()  # 2 is all this history keeps
     result = save(pytester, "--tpu-baseline-history=2")  # the oldest run makes room
     result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *; 2 runs kept*"])
+
+
+def test_a_short_history_says_only_large_changes_are_resolved_until_more_runs_are_saved(
+    pytester,
+):
+    bench(pytester)
+    for _ in range(2):
+        result = save(pytester)
+    result.stdout.fnmatch_lines(
+        [
+            "saved baseline 'main': 1 benchmarks in *; 2 runs kept*",
+            "  with fewer than 5 saved runs the noise between sessions is known so roughly that "
+            "only large changes are resolved; each run saved narrows that",
+        ]
+    )
 
 
 def test_save_then_compare_unchanged(pytester):

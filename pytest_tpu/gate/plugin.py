@@ -24,6 +24,7 @@ import pytest
 from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate import calibration, remeasure
 from pytest_tpu.gate.compare import (
+    FEW_RUNS,
     Row,
     compare_one,
     compare_runs,
@@ -387,6 +388,14 @@ class GatePlugin:
             self.lines.append(
                 f"  the gate measures the noise between sessions from at least 2 saved runs "
                 f"(it keeps the last {keep}); until then it states what it assumed"
+            )
+        if counts and min(counts) < min(keep, FEW_RUNS):
+            # With 2 saved runs the between-session noise has one degree of freedom: a trial saw
+            # +68 % [+17 %, +142 %] pass, not 99 % sure. Users read "at least 2" as "enough".
+            self.lines.append(
+                f"  with fewer than {min(keep, FEW_RUNS)} saved runs the noise between sessions "
+                "is known so roughly that only large changes are resolved; each run saved "
+                "narrows that"
             )
         for result in results.failed:
             self.lines.append(f"  left out (failed): {result.nodeid}: {result.error}")
