@@ -109,14 +109,12 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
     if again is None or confirm.number(again, "change_pct") is None:
         why = "no row" if again is None else str(again.get("verdict"))
         return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
-    # The report says "regression beyond the threshold (N% sure)" first; this row will again.
+    # The report says "regression (N% sure it is slower, ...)" first; this row will again.
     if again.get("regression") is True and again.get("confirmed") is not True:
         # Its own confirmation did not run (a test failed there, or it broke): the first stands.
         why = "found a regression it could not confirm"
         return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
-    note = re.sub(
-        r"^regression beyond the threshold \([^)]*\)(; )?", "", str(again.get("note") or "")
-    )
+    note = re.sub(r"^regression \([^)]*\)(; )?", "", str(again.get("note") or ""))
     return replace(
         row,
         verdict=str(again.get("verdict") or "inconclusive"),
