@@ -587,7 +587,9 @@ def gate_text(gate: dict[str, Any]) -> str:
 def row_details(row: ComparisonRow) -> str:
     """How a row was measured, for the notes under a comparison table."""
     said = row.note or ""  # what the verdict's reason already says is not said twice
-    parts = [row.mode] if row.mode else []
+    # "paired" after a reason that names the paired rounds read as a dangling word.
+    repeated = row.mode == "paired" and "paired rounds" in said
+    parts = [row.mode] if row.mode and not repeated else []
     if row.machine_pct is not None:
         parts.append(f"machine {row.machine_pct:+.1f}% vs baseline")
     if row.noise_source and row.noise_source not in said:

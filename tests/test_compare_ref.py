@@ -55,6 +55,12 @@ def commit(pytester, message, **files):
     git(pytester.path, "commit", "-qm", message)
 
 
+def commit_a_fifth_slower(pytester, source):
+    """A base and a head a fifth slower, from a test file with ``slow`` and ``shift`` to fill."""
+    commit(pytester, "base", test_bench=source.format(slow=1.0, shift=1))
+    commit(pytester, "a fifth slower", test_bench=source.format(slow=1.2, shift=0))
+
+
 def worktrees(pytester):
     return git(pytester.path, "worktree", "list").splitlines()
 
@@ -180,8 +186,7 @@ def test_noisy(benchmark):
 
 
 def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
-    commit(repo, "base", test_bench=NOISY_AGAIN.format(slow=1.0, shift=1))
-    commit(repo, "a fifth slower", test_bench=NOISY_AGAIN.format(slow=1.2, shift=0))
+    commit_a_fifth_slower(repo, NOISY_AGAIN)
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     # The new pair's six rounds reach from below zero past 10 %: it cannot tell, so one more pair
@@ -227,8 +232,7 @@ def test_steady(benchmark):
 
 
 def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(repo):
-    commit(repo, "base", test_bench=NOISY.format(slow=1.0, shift=1))
-    commit(repo, "a fifth slower", test_bench=NOISY.format(slow=1.2, shift=0))
+    commit_a_fifth_slower(repo, NOISY)
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     # Six rounds leave the +20 % inconclusive; a new pair with four times the rounds finds it,
@@ -252,8 +256,7 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
 
 
 def test_more_rounds_can_be_turned_off(repo):
-    commit(repo, "base", test_bench=NOISY.format(slow=1.0, shift=1))
-    commit(repo, "a fifth slower", test_bench=NOISY.format(slow=1.2, shift=0))
+    commit_a_fifth_slower(repo, NOISY)
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-compare-ref-rounds=1")
     result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == pytest.ExitCode.OK  # six rounds cannot tell; nothing measured again

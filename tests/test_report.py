@@ -242,6 +242,21 @@ def test_a_long_note_is_shown_whole_and_says_nothing_twice():
     assert note.count("3 saved runs") == 1 and note.count("37.5%") == 1
 
 
+def test_a_same_job_note_does_not_end_in_a_dangling_mode():
+    why = (
+        "cannot resolve a 5.0% change here: the smallest slowdown this comparison catches 4 "
+        "times in 5 is 6.1% (noise: 196 paired rounds in this job, one pair of processes)"
+    )
+    row = dataclasses.replace(
+        comparison("test_p", "inconclusive", 2.5, -1.1, 6.2, note=why),
+        mode="paired",
+        noise_source="196 paired rounds in this job, one pair of processes",
+        detectable_pct=6.1,
+    )
+    (note,) = report.comparison_notes([row])
+    assert note == f"test_p on cpu: {why}"  # the reason names the paired rounds already
+
+
 def test_json_keeps_raw_numbers_and_counts():
     tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7)])
     data = json.loads(json.dumps(report.to_json(tables, ROWS, "main")))
