@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -118,6 +119,8 @@ def with_detectable(row: dict[str, object], detectable: float) -> dict[str, obje
         # From below zero past the threshold, the threshold beyond what it catches: noise.
         (with_detectable(again(2.8, -8.6, 15.5), 12.0), 4),
         (with_detectable(again(2.8, -2.0, 7.5), 7.0), 2),
+        # Too few pairs for any estimate (the report writes Infinity): as many rounds as allowed.
+        (with_detectable(again(2.8, -math.inf, math.inf), math.inf), 4),
         # Able to tell: it sees nothing (short of the threshold), or it agrees (above zero).
         (with_detectable(again(0.5, -0.9, 1.8), 2.0), 0),
         (with_detectable(again(10.4, 1.9, 19.5), 9.0), 0),

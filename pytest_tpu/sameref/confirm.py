@@ -147,6 +147,8 @@ def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> i
     # Below zero and past the threshold, with a threshold it could not reliably catch: noise.
     if low > 0 or high < limit or not detectable > limit:
         return 0
+    if not math.isfinite(detectable):  # too few pairs for any estimate: as many as allowed
+        return most
     return max(2, min(most, math.ceil(rounds_factor(detectable / 100, threshold))))
 
 
