@@ -155,9 +155,9 @@ def table(records: list[dict[str, object]]) -> str:
         groups[(r["condition"], r["workload"], r["style"], r["arm"])].append(r)
     lines = [
         "| condition | workload | style | work | failed | called slower | measured again with "
-        "more rounds | withdrawn by a new pair | inconclusive | median change | median "
-        "detectable |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "more rounds | withdrawn by a new pair | wrong verdicts | inconclusive | median change "
+        "| median detectable |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=str):
         rows = groups[key]
@@ -167,9 +167,12 @@ def table(records: list[dict[str, object]]) -> str:
         withdrawn = sum(bool(r.get("withdrawn")) for r in rows)
         again = sum(bool(r.get("again")) for r in rows)
         cond, workload, style, arm = key
+        # Same code called slower or faster; more work called unchanged or faster.
+        wrong_verdicts = ("slower", "faster") if float(arm) == 0 else ("unchanged", "faster")  # type: ignore[arg-type]
+        wrong = sum(r["verdict"] in wrong_verdicts for r in rows)
         lines.append(
             f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {fails}/{len(rows)} "  # type: ignore[arg-type]
-            f"| {slower}/{len(rows)} | {again} | {withdrawn} | {doubt}/{len(rows)} "
+            f"| {slower}/{len(rows)} | {again} | {withdrawn} | {wrong} | {doubt}/{len(rows)} "
             f"| {_median(rows, 'change_pct')} | {_median(rows, 'detectable_pct')} |"
         )
     return "\n".join(lines)
@@ -182,7 +185,11 @@ def main() -> None:
     parser.add_argument("--conditions", default="quiet,neighbour")
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep the repositories and logs here")
+    parser.add_argument("--table", type=Path, help="only print the table of an --out file")
     options = parser.parse_args()
+    if options.table:
+        print(table(json.loads(options.table.read_text())))
+        return
     started = time.monotonic()
     records: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="compare-ref-experiment-") as scratch:
