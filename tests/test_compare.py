@@ -50,18 +50,18 @@ def test_inconclusive_states_the_smallest_detectable_change():
 
 
 @pytest.mark.parametrize(
-    ("source", "hinted"),
+    ("source", "runs", "hinted"),
     [
-        ("assumed 8.0% (1 saved run: the spread of blocks within a run)", True),
-        ("2 saved runs", True),
-        ("5 saved runs", False),
-        ("12 paired rounds in this job, one pair of processes", False),
+        ("assumed 8.0% (1 saved run: the spread of blocks within a run)", 1, True),
+        ("2 saved runs", 2, True),
+        ("5 saved runs", 5, False),
+        ("12 paired rounds in this job, one pair of processes", 0, False),
     ],
 )
-def test_a_short_history_says_more_saved_runs_would_narrow_the_interval(source, hinted):
+def test_a_short_history_says_more_saved_runs_would_narrow_the_interval(source, runs, hinted):
     # Two saved runs: one degree of freedom, an interval of +-1000 % for 20 noisy rounds.
     wide = found(0.3, -0.9, 12.0, 0.8, source=source, detectable=13.2)
-    reason = decide(Measured(wide, "raw", None), 0.05).reason
+    reason = decide(Measured(wide, "raw", None, runs), 0.05).reason
     assert reason.startswith("cannot resolve a 5.0% change here")
     assert ("each further run saved under this baseline name narrows it" in reason) is hinted
 

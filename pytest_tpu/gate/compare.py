@@ -15,14 +15,13 @@ resolve the threshold the row is ``inconclusive`` and says the smallest change i
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
-from pytest_tpu.gate.history import RunSummary, noise_logs, sessions
+from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, noise_logs, sessions
 from pytest_tpu.gate.stats import (
     FAIL_CONFIDENCE,
     Change,
@@ -37,7 +36,6 @@ DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression
 # varies far more between sessions than steady rounds do.
 DEFAULT_THRESHOLDS = {"time": DEFAULT_THRESHOLD, "memory": 0.05, "compile": 0.25}
 METRIC_UNITS = {"memory": "B", "compile": "s"}
-FEW_RUNS = 5  # the default history: fewer saved runs leave the between-session noise coarse
 MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called drift
 # How much of the machine's drift since the baseline the ratios to the kernel may have failed to
 # divide out. The kernel is a different program: a drift it sees may hit this benchmark more or
@@ -143,6 +141,7 @@ class Measured:
     change: Change
     mode: str
     machine: Change | None
+    saved_runs: int = 0  # sessions in the baseline's history (0: not a stored baseline)
 
 
 def _mode_change(base: Side, current: RunSummary, mode: str) -> Change | None:
@@ -175,7 +174,7 @@ def measure(base: Side, current: RunSummary) -> Measured | None:
     if not candidates:
         return None
     best, mode = min(candidates, key=lambda pair: (pair[0].se, MODES.index(pair[1])))
-    return Measured(best, mode, machine)
+    return Measured(best, mode, machine, len(sessions(base.runs)))
 
 
 def _typical_drift(base: Side, current: RunSummary) -> float:
@@ -239,7 +238,7 @@ def decide(measured: Measured, threshold: float) -> Decision:
         return Decision("faster", False)
     if found.high < threshold and found.low > -threshold:
         return Decision("unchanged", False)
-    return Decision("inconclusive", False, _unresolved(found, threshold))
+    return Decision("inconclusive", False, _unresolved(found, threshold, measured.saved_runs))
 
 
 def _drift_explains(measured: Measured) -> str:
@@ -255,7 +254,7 @@ def _drift_explains(measured: Measured) -> str:
     )
 
 
-def _unresolved(found: Change, threshold: float) -> str:
+def _unresolved(found: Change, threshold: float, saved_runs: int) -> str:
     if math.isfinite(found.detectable) and found.detectable <= threshold:
         # Precise enough for the threshold, and still neither verdict: the change itself lies
         # near it (its interval reaches it; a slowdown is not 99 % sure, or is under half of it).
@@ -267,14 +266,13 @@ def _unresolved(found: Change, threshold: float) -> str:
     detectable = "no estimate" if math.isinf(found.detectable) else f"{found.detectable:.1%}"
     return (
         f"cannot resolve a {threshold:.1%} change here: the smallest slowdown this comparison "
-        f"catches 4 times in 5 is {detectable} (noise: {found.source})" + _few_runs(found.source)
+        f"catches 4 times in 5 is {detectable} (noise: {found.source})" + _few_runs(saved_runs)
     )
 
 
-def _few_runs(source: str) -> str:
+def _few_runs(saved_runs: int) -> str:
     """What would narrow an interval a short history of saved runs leaves wide, or ""."""
-    runs = re.search(r"\b(\d+) saved runs?\b", source)
-    if runs is None or int(runs.group(1)) >= FEW_RUNS:
+    if not 0 < saved_runs < DEFAULT_KEEP:
         return ""
     # Few runs leave few degrees of freedom: with 2 the 95 % interval is 12.7 standard errors
     # wide on each side, with 5 only 2.8; a user seeing 1000 % here should know why.
@@ -408,7 +406,7 @@ def compare_compile(nodeid: str, history: Sequence[float], now: float, threshold
     one = [Estimate(math.log(x), 0.0, 0.0, 1) for x in history]
     found = change(one, Estimate(math.log(now), 0.0, 0.0, 1))
     assert found is not None
-    measured = Measured(found, "raw", None)
+    measured = Measured(found, "raw", None, len(history))
     names = {k: v for k, v in common.items() if k not in ("status", "change")}
     decision = decide(measured, threshold)
     if decision.regression and found.estimate < threshold:

@@ -24,7 +24,6 @@ import pytest
 from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate import calibration, remeasure
 from pytest_tpu.gate.compare import (
-    FEW_RUNS,
     Row,
     compare_one,
     compare_runs,
@@ -389,11 +388,12 @@ class GatePlugin:
                 f"  the gate measures the noise between sessions from at least 2 saved runs "
                 f"(it keeps the last {keep}); until then it states what it assumed"
             )
-        if counts and min(counts) < min(keep, FEW_RUNS):
+        few = min(keep, DEFAULT_KEEP)
+        if counts and min(counts) < few:
             # With 2 saved runs the between-session noise has one degree of freedom: a trial saw
             # +68 % [+17 %, +142 %] pass, not 99 % sure. Users read "at least 2" as "enough".
             self.lines.append(
-                f"  with fewer than {min(keep, FEW_RUNS)} saved runs the noise between sessions "
+                f"  with fewer than {few} saved runs the noise between sessions "
                 "is known so roughly that only large changes are resolved; each run saved "
                 "narrows that"
             )

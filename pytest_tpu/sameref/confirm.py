@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -49,7 +48,7 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.sameref import worktree
-from pytest_tpu.sameref.rows import rounds_factor
+from pytest_tpu.sameref.rows import factor_within
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
 ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a session with more rounds, as JSON
@@ -123,14 +122,18 @@ def remeasure(
         )
         if problem:  # as above: the first measurement stands for those
             line += f" (that re-measurement {problem}: the first one stands)"
-    judged = []
-    for row in rows:
-        nodeid = row.nodeid
-        if nodeid in wanted and problem:
-            judged.append(row)
-            continue
-        extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
-        judged.append(_judged(row, again.get(nodeid), thresholds[nodeid], extra))
+    standing = set(wanted) if problem else set()
+    judged = [
+        row
+        if row.nodeid in standing
+        else _judged(
+            row,
+            again.get(row.nodeid),
+            thresholds[row.nodeid],
+            (wanted[row.nodeid], more.get(row.nodeid)) if row.nodeid in wanted else None,
+        )
+        for row in rows
+    ]
     return judged, line
 
 
@@ -147,9 +150,7 @@ def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> i
     # Below zero and past the threshold, with a threshold it could not reliably catch: noise.
     if low > 0 or high < limit or not detectable > limit:
         return 0
-    if not math.isfinite(detectable):  # too few pairs for any estimate: as many as allowed
-        return most
-    return max(2, min(most, math.ceil(rounds_factor(detectable / 100, threshold))))
+    return factor_within(detectable / 100, threshold, most)
 
 
 def nested(

@@ -27,7 +27,7 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.sameref import confirm
-from pytest_tpu.sameref.rows import rounds_factor
+from pytest_tpu.sameref.rows import factor_within
 
 
 def resolving() -> bool:
@@ -47,7 +47,7 @@ def factor_for(row: Row, threshold: float, most: int) -> int:
     # A/A row clears that about one time in five, a real slowdown of the threshold most times.
     if change < threshold / 2 or high < threshold or detectable <= threshold:
         return 0
-    return max(2, min(most, math.ceil(rounds_factor(detectable, threshold))))
+    return factor_within(detectable, threshold, most)
 
 
 def scale_rounds(fixture: Any, factor: int) -> None:

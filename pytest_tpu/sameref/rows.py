@@ -83,6 +83,14 @@ def rounds_factor(detectable: float, threshold: float) -> float:
     return (math.log1p(detectable) / math.log1p(threshold)) ** 2
 
 
+def factor_within(detectable: float, threshold: float, most: int) -> int:
+    """``rounds_factor`` as a whole factor for a new pair: at least 2 (fewer would not be worth a
+    new pair), at most ``most``; ``most`` where nothing was detectable at all."""
+    if not math.isfinite(detectable):
+        return most
+    return max(2, min(most, math.ceil(rounds_factor(detectable, threshold))))
+
+
 def more_rounds(detectable: float, threshold: float, pairs: int) -> str:
     """How many paired rounds would resolve ``threshold``, when this many could not.
 
