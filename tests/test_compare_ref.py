@@ -134,7 +134,8 @@ def test_a_benchmark_s_own_threshold_marker_holds_in_a_same_job_comparison(repo)
     found = {row["name"].rpartition("::")[2]: row for row in rows}
     # Both are half again as slow: within the session's 99 %, beyond test_ped's own 10 %.
     assert found["test_fn"]["regression"] is False
-    assert found["test_fn"]["verdict"] in ("slower", "unchanged")
+    # One pair never calls a change under the threshold slower (``rows.one_pair``).
+    assert found["test_fn"]["verdict"] in ("unchanged", "inconclusive")
     assert found["test_ped"]["regression"] is True
     result.stdout.fnmatch_lines(["REGRESSION test_bench.py::test_ped: time +*"])
     assert "REGRESSION test_bench.py::test_fn" not in result.stdout.str()

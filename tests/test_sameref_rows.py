@@ -82,3 +82,26 @@ def test_a_row_s_times_agree_with_its_change_when_one_side_ran_rounds_alone():
     # Seen before: "134.3 µs  138.6 µs  -1.62%", the averages of each side's own rounds.
     assert row.current_value / row.base_value - 1 == pytest.approx(row.change, rel=1e-9)
     assert row.base_value == pytest.approx(0.1, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    ("slower", "verdict"),
+    [
+        # Precise and under half the threshold: within it, whatever offset the processes have.
+        (0.01, "unchanged"),
+        # Between half the threshold and the threshold: an offset between two processes can be
+        # that large, and one pair cannot show it (an A/A row read +2.7 % [+2.5, +2.9] "slower").
+        (0.03, "inconclusive"),
+        (-0.03, "inconclusive"),
+        # A regression goes to a new pair; an improvement of the threshold is no offset.
+        (0.10, "slower"),
+        (-0.10, "faster"),
+    ],
+)
+def test_one_pair_of_processes_does_not_call_a_change_under_the_threshold(slower, verdict):
+    row = row_of(200, 0.005, 4, slower=slower)
+    assert row.low is not None and row.high is not None and row.high - row.low < 0.01  # precise
+    assert row.verdict == verdict
+    if verdict == "inconclusive":
+        assert "in one pair of processes, between half the threshold and" in row.reason
+        assert f"{row.change:+.1%}" in row.reason
