@@ -9,6 +9,7 @@ import pytest
 
 from pytest_tpu.gate.compare import (
     Measured,
+    Row,
     Side,
     compare_compile,
     compare_runs,
@@ -17,6 +18,7 @@ from pytest_tpu.gate.compare import (
     regressions,
 )
 from pytest_tpu.gate.history import RunSummary, summarize
+from pytest_tpu.gate.lines import between_sessions_hint
 from pytest_tpu.gate.stats import Change
 
 
@@ -187,3 +189,18 @@ def test_a_first_call_fails_its_gate_only_when_its_estimate_passes_the_threshold
     assert near.verdict == "slower" and not near.regression
     assert "below the 25% threshold for a first call" in near.reason
     assert compare_compile("t.py::test_x", history, 2.0, 0.25).regression
+
+
+def test_rows_the_saved_runs_cannot_resolve_point_to_a_same_job_comparison():
+    def row(name, detectable, verdict="inconclusive"):
+        return Row(
+            nodeid=name, status="compared", verdict=verdict, detectable=detectable, change=0.01
+        )
+
+    rows = [row("a", 0.40), row("b", 0.21), row("c", 0.03, "unchanged"), row("d", 0.02)]
+    hint = between_sessions_hint(rows, {name: 0.05 for name in "abcd"})
+    assert hint.startswith("2 of 4 benchmark(s) cannot resolve their threshold against the saved")
+    assert "(they catch 21% to 40%)" in hint and "--compare-ref=REF" in hint
+    # A benchmark's own threshold counts: 50 % is within what "a" catches.
+    assert between_sessions_hint(rows[:1], {"a": 0.5}) == ""
+    assert between_sessions_hint(rows[2:], {"c": 0.05, "d": 0.05}) == ""

@@ -81,6 +81,22 @@ def test_a_short_history_says_only_large_changes_are_resolved_until_more_runs_ar
     )
 
 
+def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparison(pytester):
+    bench(pytester)
+    for _ in range(2):
+        save(pytester)
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=1")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*gate (1%): passed, 1 checked; 1 inconclusive*",
+            "1 of 1 benchmark(s) cannot resolve their threshold against the saved runs (it "
+            "catches *%): their sessions differ by more than it here. Each run saved narrows a "
+            "short history; --compare-ref=REF measures base and head in one job*",
+        ]
+    )
+
+
 def test_save_then_compare_unchanged(pytester):
     bench(pytester)
     result = save(pytester)

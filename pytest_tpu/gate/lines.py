@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pytest_tpu.gate.compare import Row, compared
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE
@@ -65,6 +65,37 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
         f"{confirmed}; exit code {REGRESSION_EXIT_CODE}"
     )
     return lines
+
+
+def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) -> str:
+    """What to do when stored runs cannot resolve the threshold, or "".
+
+    Rows whose smallest detectable slowdown is past their own time threshold (``thresholds``,
+    fractions by node id) are measured against sessions that differ by more than it: more saved
+    runs narrow a short history, and only a comparison within one job leaves the sessions out.
+    """
+    unresolved = [
+        row.detectable
+        for row in compared(rows)
+        if row.metric == "time"
+        and row.verdict == "inconclusive"
+        and row.detectable is not None
+        and row.nodeid in thresholds
+        and row.detectable > thresholds[row.nodeid]
+    ]
+    if not unresolved:
+        return ""
+    finite = [x for x in unresolved if math.isfinite(x)]
+    span = f" (they catch {min(finite):.0%} to {max(finite):.0%})" if finite else ""
+    if len(finite) == 1:
+        span = f" (it catches {finite[0]:.0%})"
+    return (
+        f"{len(unresolved)} of {len(compared(rows))} benchmark(s) cannot resolve their threshold "
+        f"against the saved runs{span}: their sessions differ by more than it here. Each run "
+        "saved narrows a short history; --compare-ref=REF measures base and head in one job, "
+        "which leaves the differences between sessions out (README: 'Base and head in the same "
+        "job')"
+    )
 
 
 def noise_line(nodeid: str, raw: float | None, calibrated: float | None, runs: int) -> str:

@@ -32,7 +32,13 @@ from pytest_tpu.gate.compare import (
     verdict_key,
 )
 from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, summarize
-from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict, noise_line
+from pytest_tpu.gate.lines import (
+    between_sessions_hint,
+    comparison_lines,
+    gate_lines,
+    gate_verdict,
+    noise_line,
+)
 from pytest_tpu.gate.stats import relative_spread
 from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
 from pytest_tpu.results import BenchResult, results_key
@@ -338,11 +344,19 @@ class GatePlugin:
         threshold = self.settings.fail_on_regression or 5.0
         gated = [r for r in rows if r.metric in self._thresholds_of(r.nodeid)]
         self.lines += gate_lines(gated or rows, threshold, self.settings.compare)
+        hint = between_sessions_hint(gated or rows, self._time_thresholds(rows))
+        if hint:  # stored runs only: a same-job session says its own
+            self.lines.append(hint)
         failing = regressions(gated)
         if failing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REGRESSION_EXIT_CODE
         self.config.stash[verdict_key] = gate_verdict(gated or rows)
         self.failing = [row.nodeid for row in failing]
+
+    def _time_thresholds(self, rows: list[Row]) -> dict[str, float]:
+        """Each gated benchmark's time threshold (a fraction), by node id."""
+        thresholds = {row.nodeid: self._thresholds_of(row.nodeid) for row in rows}
+        return {nodeid: own["time"] for nodeid, own in thresholds.items() if "time" in own}
 
     def _profile(self) -> None:
         """After the verdict, so the profiler's re-run never touches this session's timings."""
