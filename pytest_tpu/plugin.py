@@ -45,6 +45,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def _register_features(config: pytest.Config) -> None:
     """Register each optional feature's plugin object only when its options ask for it."""
     settings = config.stash[session_key].settings
+    if config.option.collectonly:
+        # Nothing runs, so nothing is measured, compared, saved or gated: no base session, no
+        # tables, no baseline written (an IDE's or a CI dry run's collection stays collection).
+        return
     compared = settings.compare or settings.compare_ref
     if settings.report is not None or settings.report_plot is not None or compared:
         register_summary(config)  # now: report paths are checked, comparisons are drawn

@@ -238,8 +238,11 @@ def from_gate_row(row: Row) -> ComparisonRow:
     if row.status == "failed":
         verdict, notes = "missing", ["failed in this run, so not compared"]
     elif row.regression:  # what confirmed it (a re-measurement, a new pair) stays readable
-        # Not "beyond the threshold": a precise +4.9 % whose interval reaches 5 % fails too.
-        why = f"{sure(row.confidence)} sure it is slower, not shown within the threshold"
+        # "Beyond" only where the whole interval is: a precise +4.9 % whose interval reaches 5 %
+        # fails too, and is not shown within the threshold.
+        beyond = row.threshold is not None and row.low is not None and row.low >= row.threshold
+        where = "beyond the threshold" if beyond else "not shown within the threshold"
+        why = f"{sure(row.confidence)} sure it is slower, {where}"
         notes = [f"regression ({why})", *notes]
     if row.status == "compared" and row.forced:
         notes.insert(0, "[forced] environments differ")

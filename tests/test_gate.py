@@ -164,6 +164,13 @@ def test_fail_on_regression_without_compare_says_so(pytester):
     result = pytester.runpytest(*FAST, "--fail-on-regression=5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--fail-on-regression needs something to compare with*"])
+    # Set in the ini file it applies to every run, so the error says where it came from.
+    pytester.makeini("[pytest]\nfail_on_regression = 5%\n")
+    result = pytester.runpytest(*FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--fail-on-regression (ini fail_on_regression) needs something to compare with*"]
+    )
 
 
 DEVICE_BENCH = """
@@ -488,3 +495,31 @@ def test_extreme_baseline_values_are_compared_not_crashing(pytester, sample):
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert result.ret in (0, REGRESSION_EXIT_CODE)
     result.stdout.fnmatch_lines(["compared with baseline *: 1 *"])
+
+
+TWO = """
+def work():
+    return sum(i * i for i in range(2000))
+
+def test_one(benchmark):
+    benchmark.pedantic(work, rounds=10)
+
+def test_two(benchmark):
+    benchmark.pedantic(work, rounds=10)
+"""
+
+
+def test_a_benchmark_left_out_on_purpose_is_not_missing_and_a_removed_one_is(pytester):
+    pytester.makepyfile(test_two=TWO)
+    pytester.makepyfile(test_bench=BENCH.format(n=2000, dtype="float32"))
+    save(pytester).assert_outcomes(passed=3)
+    # Deselected with -k, or in a file this session did not collect: left out on purpose.
+    for args in (["-k", "test_one"], ["test_two.py::test_one"]):
+        result = pytester.runpytest(*FAST, "--compare=main", *args)
+        result.stdout.fnmatch_lines(["compared with baseline *: 1 [a-z]* (table below)"])
+        (line,) = [x for x in result.outlines if x.startswith("compared with baseline")]
+        assert "missing" not in line.rpartition(":")[2]
+    # Gone from a file the session collected: missing.
+    pytester.makepyfile(test_two=TWO.split("def test_two")[0])
+    result = pytester.runpytest(*FAST, "--compare=main", "test_two.py")
+    result.stdout.fnmatch_lines(["compared with baseline *: 1 [a-z]*, 1 missing (table below)"])

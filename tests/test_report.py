@@ -314,3 +314,26 @@ def test_inference_tables_show_throughput_and_latency():
     header = cross.splitlines()[0].split()
     assert header.count("samples/s") == 2  # once per device, never doubled with its unit
     assert "p50" in header and "ms" in header
+
+
+@pytest.mark.parametrize(
+    ("low", "where"),
+    [(0.165, "beyond the threshold"), (0.045, "not shown within the threshold")],
+)
+def test_a_regression_s_note_says_whether_its_whole_interval_is_past_the_threshold(low, where):
+    from pytest_tpu.gate.compare import Row
+    from pytest_tpu.summary import from_gate_row
+
+    row = Row(
+        nodeid="test_a.py::test_mlp",
+        status="compared",
+        verdict="slower",
+        change=0.19,
+        low=low,
+        high=0.21,
+        confidence=0.9999,
+        regression=True,
+        threshold=0.05,
+    )
+    # Seen: "regression (99.9% sure it is slower, not shown within the threshold)" on +19 %.
+    assert from_gate_row(row).note.startswith(f"regression (99.9% sure it is slower, {where})")

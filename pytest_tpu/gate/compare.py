@@ -113,6 +113,7 @@ class Row:
     noise_source: str = ""
     confirmed: bool | None = None  # None: no re-measurement was needed
     reason: str = ""
+    threshold: float | None = None  # the time threshold its verdict was judged against
 
 
 comparison_key = pytest.StashKey[list[Row]]()
@@ -223,10 +224,15 @@ class Decision:
     verdict: str
     regression: bool
     reason: str = ""
+    threshold: float | None = None  # the time threshold it was judged against
 
 
 def decide(measured: Measured, threshold: float) -> Decision:
     """The verdict of one measured change against ``threshold`` (a round-time slowdown)."""
+    return replace(_decided(measured, threshold), threshold=threshold)
+
+
+def _decided(measured: Measured, threshold: float) -> Decision:
     found = measured.change
     floor = threshold / 2
     if found.p_slower >= FAIL_CONFIDENCE and found.estimate >= floor:
@@ -315,6 +321,7 @@ def row_of(measured: Measured, decision: Decision, common: dict[str, Any], force
         machine=None if machine is None else machine.estimate,
         noise_source=found.source,
         reason=decision.reason,
+        threshold=decision.threshold,
         **common,
     )
 
@@ -434,6 +441,18 @@ def metric_rows(base: Side, current: Side, thresholds: Mapping[str, float]) -> l
     return rows
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a session collected: its test files, and the tests ``-k`` or ``-m`` deselected."""
+
+    files: frozenset[str]
+    deselected: frozenset[str]
+
+    def reaches(self, nodeid: str) -> bool:
+        """Whether a saved benchmark was within this session's reach."""
+        return nodeid.partition("::")[0] in self.files and nodeid not in self.deselected
+
+
 def compare_runs(
     base: Mapping[str, Side],
     current: Mapping[str, Side],
@@ -442,11 +461,15 @@ def compare_runs(
     force: bool = False,
     failed: Iterable[str] = (),
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    scope: Scope | None = None,
 ) -> list[Row]:
     """Every row: compared, new, failed in this run, or missing from this run.
 
     ``thresholds`` holds a benchmark's own thresholds per metric (fractions), from its marker
     and the session's --fail-on-regression; ``threshold`` is the time threshold otherwise.
+    ``scope`` is what this session collected, where known: a saved benchmark is ``missing`` only
+    from a file it collected, and not when it was deselected -- one left out on purpose is no
+    news.
     """
     failed = set(failed) - set(current)
     rows = []
@@ -462,7 +485,7 @@ def compare_runs(
     for key in sorted(failed):
         rows.append(Row(nodeid=key, status="failed", base_value=_location(base.get(key), True)))
     for key, side in base.items():
-        if key not in current and key not in failed:
+        if key not in current and key not in failed and (scope is None or scope.reaches(key)):
             rows.append(Row(nodeid=key, status="missing", base_value=_location(side, True)))
     return rows
 

@@ -49,7 +49,7 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
     if not measured:
         return [
             f"regression gate ({threshold:g}%): NOTHING CHECKED - no benchmark was measured "
-            "against the baseline (all skipped, failed, new or --benchmark-disable)"
+            "against the baseline (all skipped, failed, new, incompatible or --benchmark-disable)"
         ]
     failing = [row for row in measured if row.regression]
     doubtful = [row for row in measured if row.verdict == "inconclusive"]

@@ -11,9 +11,10 @@ never takes the others down; the terminal summary only prints what was decided.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +26,7 @@ from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate import calibration, remeasure
 from pytest_tpu.gate.compare import (
     Row,
+    Scope,
     compare_one,
     compare_runs,
     comparison_key,
@@ -95,6 +97,7 @@ class GatePlugin:
         self.kernel_kinds: dict[str, str] = {}
         self._env: dict[str, Any] | None = None
         self.ready = False
+        self.deselected: list[pytest.Item] = []
 
     # ------------------------------------------------------------------ session start
 
@@ -103,9 +106,13 @@ class GatePlugin:
         """Usage errors before any benchmark runs; workers load the baseline to confirm."""
         settings = self.settings
         if settings.gating and not (settings.compare or settings.compare_ref):
+            # Set in an ini file, it applies to every run: say where it came from.
+            where = (
+                "" if self.config.getoption("fail_on_regression") else " (ini fail_on_regression)"
+            )
             raise pytest.UsageError(
-                "--fail-on-regression needs something to compare with: add --compare=NAME "
-                "(a baseline saved with --save-baseline=NAME) or --compare-ref=REF"
+                f"--fail-on-regression{where} needs something to compare with: add "
+                "--compare=NAME (a baseline saved with --save-baseline=NAME) or --compare-ref=REF"
             )
         if settings.save_baseline and not self.worker:
             problem = store.check_target(settings.baseline_dir, settings.save_baseline)
@@ -138,6 +145,9 @@ class GatePlugin:
             return store.load(path)
         except store.BaselineError as exc:
             raise pytest.UsageError(f"--compare={name}: {exc}") from None
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self.deselected += items  # -k, -m: not "missing" from the comparison
 
     # ------------------------------------------------------------------ per benchmark
 
@@ -329,6 +339,7 @@ class GatePlugin:
             force=self.settings.compare_force,
             failed=[result.nodeid for result in results.failed],
             thresholds={key: self._thresholds_of(key) for key in current},
+            scope=self._scope(session),
         )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(str(self.baseline.path), rows)
@@ -352,6 +363,32 @@ class GatePlugin:
             session.exitstatus = REGRESSION_EXIT_CODE
         self.config.stash[verdict_key] = gate_verdict(gated or rows)
         self.failing = [row.nodeid for row in failing]
+
+    def _scope(self, session: pytest.Session) -> Scope | None:
+        """The files this session collected (and those of saved benchmarks that are gone) and
+        the tests it deselected; None where it collected nothing itself (an xdist controller:
+        its workers collect)."""
+        items = [*session.items, *self.deselected]
+        if not items:
+            return None
+        files = {item.nodeid.partition("::")[0] for item in items} - self._named()
+        # A saved benchmark whose file is gone was not left out: it is missing.
+        saved = {key.partition("::")[0] for key in self.baseline.sides} if self.baseline else set()
+        files |= {name for name in saved if not (self.config.rootpath / name).exists()}
+        return Scope(frozenset(files), frozenset(x.nodeid for x in self.deselected))
+
+    def _named(self) -> set[str]:
+        """Files of which the command line named single tests (``file.py::test_x``): collected
+        only in part, so the rest of them are not missing."""
+        params = self.config.invocation_params
+        named = set()
+        for arg in params.args:
+            path, sep, _ = str(arg).partition("::")
+            if sep:
+                full = (params.dir / path).resolve()
+                with contextlib.suppress(ValueError):
+                    named.add(full.relative_to(self.config.rootpath.resolve()).as_posix())
+        return named
 
     def _time_thresholds(self, rows: list[Row]) -> dict[str, float]:
         """Each gated benchmark's time threshold (a fraction), by node id."""

@@ -23,6 +23,7 @@ LOWER_FRACTION = 0.5  # share of the fastest rounds that locates a run
 MAX_BLOCKS = 8  # contiguous blocks of a run for batch means
 MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estimated
 CONFIDENCE = 0.95  # the interval shown
+SPREAD_OF_PAIRS = "pairs of processes in this job"  # names a same-job row judged on that spread
 FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``compare.decide``)
 POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change
 
@@ -460,3 +461,21 @@ def widened(found: Change, extra_sd: float, why: str) -> Change:
     se = math.hypot(found.se, extra_sd)
     noise = Noise(0.0, found.df, f"{found.source}; {why}", found.measured)
     return _from(found.log, se, found.df, noise)
+
+
+def between_pairs(changes: Sequence[float], new: Sequence[float], within_se: float) -> Change:
+    """A same-job change from several pairs of processes, uncertain by the spread between them.
+
+    ``changes`` are every pair's log change (the first pair's included: it was chosen for being
+    large, so it can only widen the spread), ``new`` the log changes of the pairs measured after
+    it, which give the estimate. Each pair's own interval covers its rounds, not the offset
+    between its two processes; the pairs' spread covers both, with ``len(changes) - 1`` degrees
+    of freedom, and never less than ``within_se``, the new pairs' own error of their mean.
+    """
+    spread = sample_sd(changes) / math.sqrt(len(new))
+    source = (
+        f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds: the spread between the pairs, whose "
+        "own rounds disagreed (an offset between processes)"
+    )
+    noise = Noise(0.0, len(changes) - 1, source, True)
+    return _from(math.fsum(new) / len(new), max(spread, within_se), len(changes) - 1, noise)

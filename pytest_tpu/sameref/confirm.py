@@ -49,7 +49,8 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.sameref import worktree
+from pytest_tpu.sameref import pairs, worktree
+from pytest_tpu.sameref.reportrow import number, numbers
 from pytest_tpu.sameref.rows import factor_within
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
@@ -114,28 +115,40 @@ def remeasure(
         for nodeid in failing
         if (factor := once_more(again.get(nodeid), thresholds[nodeid], most))
     }
+    # Two pairs further apart than their rounds allow: a third measures the offset between them.
+    by_id = {row.nodeid: row for row in rows}
+    apart = [
+        n
+        for n in failing
+        if n not in wanted
+        and _confirms(again.get(n), thresholds[n])
+        and pairs.disagree(by_id[n], again.get(n))
+    ]
+    last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in apart}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
-    if wanted:
-        env = {CONFIRM_ENV: "1", ROUNDS_ENV: json.dumps(wanted)}
-        more, problem = nested(list(wanted), commit, pct, rootdir, measuring, env)
-        line += (
-            f"; {len(wanted)} it could not tell measured once more with up to "
-            f"{max(wanted.values())}x the rounds"
-        )
+    if last_rounds:
+        env = {CONFIRM_ENV: "1", ROUNDS_ENV: json.dumps(last_rounds)}
+        more, problem = nested(list(last_rounds), commit, pct, rootdir, measuring, env)
+        if wanted:
+            line += (
+                f"; {len(wanted)} it could not tell measured once more with up to "
+                f"{max(wanted.values())}x the rounds"
+            )
+        if apart:
+            line += f"; {len(apart)} whose two pairs disagreed measured by a third pair"
         if problem:  # as above: the first measurement stands for those
             line += f" (that re-measurement {problem}: the first one stands)"
     standing = set(wanted) if problem else set()
-    judged = [
-        row
-        if row.nodeid in standing
-        else _judged(
-            row,
-            again.get(row.nodeid),
-            thresholds[row.nodeid],
-            (wanted[row.nodeid], more.get(row.nodeid)) if row.nodeid in wanted else None,
-        )
-        for row in rows
-    ]
+    judged = []
+    for row in rows:
+        nodeid, threshold = row.nodeid, thresholds[row.nodeid]
+        if nodeid in standing:
+            judged.append(row)
+        elif nodeid in apart and not problem:
+            judged.append(_across(row, again.get(nodeid), more.get(nodeid), threshold))
+        else:
+            extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
+            judged.append(_judged(row, again.get(nodeid), threshold, extra))
     return judged, line
 
 
@@ -144,7 +157,7 @@ def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> i
     percent) could not tell either way; 0 where it could (or ``most`` allows no more)."""
     if again is None or most < 2:
         return 0
-    found = _numbers(again, "ci_low", "ci_high", "detectable_pct")
+    found = numbers(again, "ci_low", "ci_high", "detectable_pct")
     if found is None:
         return 0
     low, high, detectable = found
@@ -248,32 +261,64 @@ def _judged(
         if interval is None:
             return _withdrawn(row, f"not confirmed: {text}; once more, no interval")
         text += f", once more with {factor}x the rounds {interval}"
-    low, high = _numbers(again, "ci_low", "ci_high") or [0.0, 0.0]  # _interval found them
-    agrees = low > 0 and high >= threshold * 100
-    if again.get("regression") is True or agrees:
+    if _confirms(again, threshold):
         return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
     # Both pairs sure of a slowdown of at least half the threshold, the new one that it is below
     # the threshold: slower, no more. (Not the new pair's verdict: one pair alone says no more
     # than ``inconclusive`` there, ``rows.one_pair``; two pairs are what it lacks.)
-    change = number(again, "change_pct")
+    low, change = numbers(again, "ci_low", "change_pct") or [0.0, 0.0]  # _interval found them
     half = threshold * 50  # half the threshold, in percent
-    still = "slower" if low > 0 and change is not None and change >= half else "inconclusive"
+    still = "slower" if low > 0 and change >= half else "inconclusive"
     return _withdrawn(row, f"not confirmed by a new pair of processes: {text}", still, again)
+
+
+def _confirms(again: Mapping[str, Any] | None, threshold: float) -> bool:
+    """Whether a new pair's report row agrees with a regression: its own gate fails, or its 95 %
+    interval lies above zero and reaches the threshold."""
+    if again is None:
+        return False
+    low, high = numbers(again, "ci_low", "ci_high") or [0.0, 0.0]
+    return again.get("regression") is True or (low > 0 and high >= threshold * 100)
+
+
+def _across(
+    row: Row, again: Mapping[str, Any] | None, last: Mapping[str, Any] | None, threshold: float
+) -> Row:
+    """``row`` confirmed or withdrawn by two new pairs, uncertain by the spread of all three
+    (``pairs``): the first pair and the new one disagreed beyond their rounds' noise."""
+    found = pairs.across(row, again, last)
+    if found is None or again is None:  # no third measurement: the two pairs decide
+        return _judged(row, again, threshold)
+    text = (
+        f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {_interval(again)}, "
+        f"a third pair {_interval(last or {})}"
+    )
+    base = row.base_value
+    measured = replace(
+        row,
+        change=found.estimate,
+        low=found.low,
+        high=found.high,
+        confidence=found.p_slower,
+        detectable=found.detectable,
+        noise_source=found.source,
+        current_value=None if base is None else base * (1 + found.estimate),
+    )
+    if found.low > 0 and found.high >= threshold:  # the rule of _judged, on the pairs' spread
+        why = f"confirmed by new pairs of processes, the spread between pairs counted ({text})"
+        return replace(measured, confirmed=True, reason=why)
+    still = "slower" if found.low > 0 and found.estimate >= threshold / 2 else "inconclusive"
+    why = f"not confirmed by new pairs of processes, the spread between pairs counted: {text}"
+    return replace(measured, verdict=still, regression=False, confirmed=False, reason=why)
 
 
 def _interval(row: Mapping[str, Any]) -> str | None:
     """A report row's change and 95 % interval as text, or None where it has none."""
-    found = _numbers(row, "change_pct", "ci_low", "ci_high")
+    found = numbers(row, "change_pct", "ci_low", "ci_high")
     if found is None:
         return None
     change, low, high = found
     return f"{change:+.1f}% [{low:+.1f}%, {high:+.1f}%]"
-
-
-def _numbers(row: Mapping[str, Any], *keys: str) -> list[float] | None:
-    """A report row's values under ``keys``, or None unless every one is a number."""
-    numbers = [x for x in (number(row, key) for key in keys) if x is not None]
-    return numbers if len(numbers) == len(keys) else None
 
 
 def _withdrawn(
@@ -281,16 +326,8 @@ def _withdrawn(
 ) -> Row:
     """``row`` withdrawn; with the numbers of ``last``, the pair that withdrew it, where given:
     a row more rounds would resolve is then measured again only if that pair leaves it open."""
-    numbers = measured_as(row, last) if last is not None else {}
-    return replace(row, verdict=verdict, regression=False, confirmed=False, reason=why, **numbers)
-
-
-def number(data: Mapping[str, Any], key: str, scale: float = 1.0) -> float | None:
-    """A report row's number under ``key``, divided by ``scale``; None if it has none."""
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) / scale
+    fields = measured_as(row, last) if last is not None else {}
+    return replace(row, verdict=verdict, regression=False, confirmed=False, reason=why, **fields)
 
 
 def measured_as(row: Row, again: Mapping[str, Any]) -> dict[str, Any]:

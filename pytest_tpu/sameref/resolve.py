@@ -26,7 +26,9 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
+from pytest_tpu.gate.stats import SPREAD_OF_PAIRS
 from pytest_tpu.sameref import confirm
+from pytest_tpu.sameref.reportrow import number
 from pytest_tpu.sameref.rows import factor_within
 
 
@@ -39,6 +41,8 @@ def factor_for(row: Row, threshold: float, most: int) -> int:
     """How many times its rounds a row needs to resolve ``threshold``, at most ``most``; 0 when
     it needs none (resolved, leaning faster, no interval)."""
     if most < 2 or row.status != "compared" or row.verdict != "inconclusive" or row.regression:
+        return 0
+    if SPREAD_OF_PAIRS in row.noise_source:  # offsets between processes: rounds do not help
         return 0
     change, high, detectable = row.change, row.high, row.detectable
     if change is None or high is None or detectable is None or not math.isfinite(detectable):
@@ -106,7 +110,7 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
     first = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
     if row.confirmed is False:  # withdrawn: its numbers are the new pair's; its reason says both
         first = row.reason
-    if again is None or confirm.number(again, "change_pct") is None:
+    if again is None or number(again, "change_pct") is None:
         why = "no row" if again is None else str(again.get("verdict"))
         return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
     # The report says "regression (N% sure it is slower, ...)" first; this row will again.

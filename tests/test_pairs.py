@@ -1,0 +1,68 @@
+"""Pairs of processes that disagree beyond their rounds' noise (plain data)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tpu.gate.compare import Row
+from pytest_tpu.sameref.confirm import _across
+from pytest_tpu.sameref.pairs import across, disagree
+
+
+def first(change: float, low: float, high: float) -> Row:
+    return Row(
+        nodeid="test_a.py::test_norm",
+        status="compared",
+        verdict="slower",
+        change=change,
+        low=low,
+        high=high,
+        confidence=0.999,
+        regression=True,
+        base_value=40e-6,
+    )
+
+
+def again(change: float, low: float, high: float) -> dict[str, object]:
+    return {"change_pct": change, "ci_low": low, "ci_high": high, "verdict": "slower"}
+
+
+def test_two_pairs_disagree_only_beyond_what_their_intervals_allow():
+    # A short function 3.5 % slower, seen here: +5.7 % [+5.6, +5.9] and +2.45 % [+2.36, +2.54].
+    assert disagree(first(0.057, 0.056, 0.059), again(2.45, 2.36, 2.54))
+    # A Keras CNN's steps: +11 % [+4, +18] and +8 % [+2, +14] agree within their rounds' noise.
+    assert not disagree(first(0.11, 0.04, 0.18), again(8.0, 2.0, 14.0))
+    assert not disagree(first(0.057, 0.056, 0.059), {"verdict": "inconclusive"})
+
+
+def test_the_spread_of_three_pairs_is_the_uncertainty_of_the_new_two():
+    found = across(first(0.057, 0.056, 0.059), again(6.1, 5.9, 6.4), again(2.45, 2.36, 2.54))
+    assert found is not None
+    assert found.estimate == pytest.approx((1.061 * 1.0245) ** 0.5 - 1, abs=1e-9)
+    assert found.df == 2
+    # Far wider than any pair's own interval (each under a point): the pairs' spread counts.
+    assert found.low < 0.0 and found.high > 0.10
+
+
+@pytest.mark.parametrize(
+    ("third", "verdict", "stands"),
+    [
+        # Same code read +3.2 % by a fluke and +2.9 % again: a third pair near zero withdraws it.
+        (again(0.1, -0.1, 0.3), "inconclusive", False),
+        # Twenty percent slower by every pair, give or take their offsets: it stands.
+        (again(19.0, 18.8, 19.2), "slower", True),
+    ],
+)
+def test_a_regression_judged_on_the_pairs_spread(third, verdict, stands):
+    before = first(0.032, 0.031, 0.033) if not stands else first(0.21, 0.208, 0.212)
+    second = again(2.9, 2.8, 3.0) if not stands else again(17.5, 17.3, 17.7)
+    row = _across(before, second, third, 0.03)
+    assert row.verdict == verdict and row.regression is stands and row.confirmed is stands
+    assert "the spread between pairs counted" in row.reason and "a third pair" in row.reason
+    assert row.noise_source.startswith("3 pairs of processes in this job, paired rounds")
+    assert row.current_value == pytest.approx(40e-6 * (1 + row.change))
+
+
+def test_without_a_third_measurement_the_two_pairs_decide():
+    row = _across(first(0.21, 0.208, 0.212), again(17.5, 17.3, 17.7), None, 0.05)
+    assert row.regression and "confirmed by a new pair of processes" in row.reason
