@@ -186,6 +186,34 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
     assert len(worktrees(repo)) == 1
 
 
+FASTER_HERE = """
+import os, time
+
+def work():
+    # Faster only in this pair of processes: a stand-in for an offset between two processes.
+    confirming = os.environ.get("PYTEST_TPU_REF_CONFIRMING")
+    time.sleep({head} if not confirming else {again})
+
+def test_ped(benchmark):
+    benchmark.pedantic(work, rounds=20, warmup_rounds=1)
+"""
+
+
+@pytest.mark.parametrize(("again", "verdict"), [(0.003, "inconclusive"), (0.002, "faster")])
+def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, again, verdict):
+    commit(repo, "base", test_bench=FASTER_HERE.format(head=0.003, again=0.003))
+    repo.makepyfile(test_bench=FASTER_HERE.format(head=0.002, again=again))  # the head, as it is
+    args = ("--compare-ref=HEAD", "--fail-on-regression=10", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["re-measured 1 improvement(s) in a new pair of processes"])
+    (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    assert row["verdict"] == verdict
+    confirmed = "confirmed by a new pair" if verdict == "faster" else "not confirmed by a new pair"
+    assert row["note"].startswith(f"{confirmed} of processes") and "first -3" in row["note"]
+    assert len(worktrees(repo)) == 1
+
+
 NOISY_AGAIN = """
 import itertools, os, time
 

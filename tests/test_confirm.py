@@ -154,3 +154,32 @@ def test_a_withdrawn_row_shows_the_pair_that_withdrew_it_and_is_not_measured_aga
     assert factor_for(row, 0.05, 4) == 0  # the new pair resolved it: nothing more to measure
     wide = with_detectable(again(6.0, -2.0, 14.0), 12.0)
     assert factor_for(_judged(FIRST, wide, 0.05), 0.05, 4) == 4  # still open, leaning slower
+
+
+IMPROVED = replace(
+    FIRST, verdict="faster", change=-0.036, low=-0.043, high=-0.029, regression=False
+)
+
+
+@pytest.mark.parametrize(
+    ("measured", "verdict"),
+    [
+        # The same code's 85 µs loop read -3.6 % by one pair (a 3 % threshold), +1.0 % by the next.
+        (again(1.0, 0.4, 1.6), "inconclusive"),
+        # Faster again, and its interval reaches 3 % below zero: it stands.
+        (again(-4.1, -4.9, -3.3), "faster"),
+        # Faster, but surely by less than the threshold: one pair's offset may have made the rest.
+        (again(-1.2, -1.6, -0.8), "inconclusive"),
+    ],
+)
+def test_an_improvement_stands_only_where_a_new_pair_agrees(measured, verdict):
+    from pytest_tpu.sameref.confirm import _improvement
+
+    row = _improvement(IMPROVED, measured, 0.03)
+    assert row.verdict == verdict and not row.regression
+    assert (
+        "confirmed by a new pair" if verdict == "faster" else "not confirmed by a new pair"
+    ) in (row.reason)
+    if verdict == "inconclusive":  # the row shows the pair that withdrew it
+        assert row.change == pytest.approx(measured["change_pct"] / 100)
+    assert _improvement(IMPROVED, None, 0.03).verdict == "inconclusive"

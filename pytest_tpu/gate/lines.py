@@ -59,6 +59,8 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
         verdict = f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"
         return [line for line in unresolved if line] + [verdict]
     lines = [_regression_line(row, name) for row in failing]
+    # What it could not rule out is named whether or not the session fails on something else.
+    lines += [line for line in (_unresolved_line(row, threshold) for row in doubtful) if line]
     confirmed = " and confirmed" if all(row.confirmed for row in failing) else ""
     lines.append(
         f"regression gate ({threshold:g}%): FAILED, {len(failing)} benchmark(s) regressed"

@@ -6,7 +6,11 @@ processes: a benchmark can run a percent or two faster in one process than in an
 code (where its buffers land, how its dicts hash), for the whole session. Rounds of the same two
 processes cannot reveal that, so a benchmark about to fail is measured again by a new head process
 and a new base process -- a nested ``--compare-ref`` session of just those benchmarks -- and the
-session fails only where that measurement agrees. Passing sessions pay nothing.
+session fails only where that measurement agrees. An improvement of the threshold or more is
+measured by the same new pair and stands only where it agrees (mirrored). Where the new pair agrees
+with a regression but lies further from the first pair than their intervals allow, a third pair
+measures it and the spread between the pairs decides (``pairs``). Passing sessions without an
+improvement pay nothing.
 
 Agreeing asks less than finding: the first pair was already 99 % (one-sided) sure of a slowdown
 whose interval reaches the threshold; the new pair has only to rule out that the first pair's
@@ -95,19 +99,25 @@ def remeasure(
     own: Mapping[str, float] | None = None,
     most: int = 1,
 ) -> tuple[list[Row], str]:
-    """``rows`` with each regression confirmed or withdrawn, and a line on what ran.
+    """``rows`` with each regression (and improvement) confirmed or withdrawn, and a line on
+    what ran.
 
     ``pct`` is the session's time threshold in percent; ``own`` a benchmark's own (a fraction,
     from its marker), by node id; ``most`` the largest factor of rounds for a pair measuring once
     more where the new pair could not tell. The nested sessions read the same markers.
     """
     failing = [row.nodeid for row in rows if row.regression]
-    if not failing:
+    # An improvement from one pair can be the two processes' offset as much as a regression can.
+    improving = [row.nodeid for row in rows if row.status == "compared" and row.verdict == "faster"]
+    if not failing and not improving:
         return list(rows), ""
-    again, problem = nested(failing, commit, pct, rootdir, measuring, {CONFIRM_ENV: "1"})
+    env = {CONFIRM_ENV: "1"}
+    again, problem = nested(failing + improving, commit, pct, rootdir, measuring, env)
     if problem:  # a broken re-measurement must not turn a measured regression into a pass
         return list(rows), f"the re-measurement {problem}: the first one stands"
-    line = f"re-measured {len(failing)} regression(s) in a new pair of processes"
+    counts = [f"{len(failing)} regression(s)"] if failing else []
+    counts += [f"{len(improving)} improvement(s)"] if improving else []
+    line = f"re-measured {' and '.join(counts)} in a new pair of processes"
     thresholds = {row.nodeid: (own or {}).get(row.nodeid, pct / 100) for row in rows}
     inherited = factors()  # a session with more rounds already: its new pairs start there
     wanted = {
@@ -142,7 +152,9 @@ def remeasure(
     judged = []
     for row in rows:
         nodeid, threshold = row.nodeid, thresholds[row.nodeid]
-        if nodeid in standing:
+        if nodeid in improving:
+            judged.append(_improvement(row, again.get(nodeid), threshold))
+        elif nodeid in standing:
             judged.append(row)
         elif nodeid in apart and not problem:
             judged.append(_across(row, again.get(nodeid), more.get(nodeid), threshold))
@@ -270,6 +282,23 @@ def _judged(
     half = threshold * 50  # half the threshold, in percent
     still = "slower" if low > 0 and change >= half else "inconclusive"
     return _withdrawn(row, f"not confirmed by a new pair of processes: {text}", still, again)
+
+
+def _improvement(row: Row, again: Mapping[str, Any] | None, threshold: float) -> Row:
+    """``row``, faster by the threshold or more in one pair, confirmed where the new pair's 95 %
+    interval lies below zero and reaches the threshold below it (the rule for a regression,
+    mirrored); ``inconclusive`` otherwise, with the new pair's numbers."""
+    interval = None if again is None else _interval(again)
+    if again is None or interval is None:
+        why = "not confirmed: the new pair of processes has no interval for it"
+        return replace(row, verdict="inconclusive", reason=why)
+    text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {interval}"
+    low, high = numbers(again, "ci_low", "ci_high") or [0.0, 0.0]  # _interval found them
+    if high < 0 and low <= -threshold * 100:
+        return replace(row, confirmed=True, reason=f"confirmed by a new pair of processes ({text})")
+    why = f"not confirmed by a new pair of processes: {text}"
+    fields = measured_as(row, again)
+    return replace(row, verdict="inconclusive", confirmed=False, reason=why, **fields)
 
 
 def _confirms(again: Mapping[str, Any] | None, threshold: float) -> bool:

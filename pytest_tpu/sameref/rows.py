@@ -88,7 +88,8 @@ def one_pair(row: Row, threshold: float) -> Row:
     a regression of the threshold that an offset made look smaller. (Measured here, A/A, a 37 µs
     numpy function with a bursty neighbour: 3 of 10 rows ``slower`` at +2.5 to +2.7 %, intervals
     ±0.2 %; between sessions its A/A changes had a spread of 1.7 %.) A change under half the
-    threshold stays ``unchanged``, and a larger improvement ``faster``.
+    threshold stays ``unchanged``, and an improvement of the threshold or more ``faster`` (a new
+    pair checks it under ``--fail-on-regression``, ``confirm``).
     """
     if row.change is None or row.regression or row.verdict not in ("slower", "faster", "unchanged"):
         return row
