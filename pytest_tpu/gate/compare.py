@@ -304,6 +304,20 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
     return row
 
 
+def with_change(row: Row, found: Change) -> Row:
+    """``row`` carrying the numbers of ``found``: estimate, interval, how sure, what it detects,
+    where its noise came from."""
+    return replace(
+        row,
+        change=found.estimate,
+        low=found.low,
+        high=found.high,
+        confidence=found.p_slower,
+        detectable=found.detectable,
+        noise_source=found.source,
+    )
+
+
 def row_of(measured: Measured, decision: Decision, common: dict[str, Any], forced: bool) -> Row:
     """The row of a decided comparison; ``common`` names the benchmark and its values."""
     found, machine = measured.change, measured.machine

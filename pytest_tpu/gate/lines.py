@@ -76,9 +76,10 @@ def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) 
     fractions by node id) are measured against sessions that differ by more than it: more saved
     runs narrow a short history, and only a comparison within one job leaves the sessions out.
     """
+    measured = compared(rows)
     unresolved = [
         row.detectable
-        for row in compared(rows)
+        for row in measured
         if row.metric == "time"
         and row.verdict == "inconclusive"
         and row.detectable is not None
@@ -92,7 +93,7 @@ def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) 
     if len(finite) == 1:
         span = f" (it catches {finite[0]:.0%})"
     return (
-        f"{len(unresolved)} of {len(compared(rows))} benchmark(s) cannot resolve their threshold "
+        f"{len(unresolved)} of {len(measured)} benchmark(s) cannot resolve their threshold "
         f"against the saved runs{span}: their sessions differ by more than it here. Each run "
         "saved narrows a short history; --compare-ref=REF measures base and head in one job, "
         "which leaves the differences between sessions out (README: 'Base and head in the same "

@@ -51,7 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_tpu.gate.compare import Row
+from pytest_tpu.gate.compare import Row, with_change
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.sameref import pairs, worktree
 from pytest_tpu.sameref.reportrow import number, numbers
@@ -323,16 +323,8 @@ def _across(
         f"a third pair {_interval(last or {})}"
     )
     base = row.base_value
-    measured = replace(
-        row,
-        change=found.estimate,
-        low=found.low,
-        high=found.high,
-        confidence=found.p_slower,
-        detectable=found.detectable,
-        noise_source=found.source,
-        current_value=None if base is None else base * (1 + found.estimate),
-    )
+    current = None if base is None else base * (1 + found.estimate)
+    measured = replace(with_change(row, found), current_value=current)
     if found.low > 0 and found.high >= threshold:  # the rule of _judged, on the pairs' spread
         why = f"confirmed by new pairs of processes, the spread between pairs counted ({text})"
         return replace(measured, confirmed=True, reason=why)
