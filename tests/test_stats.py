@@ -103,6 +103,29 @@ def test_one_saved_run_says_the_between_session_noise_is_assumed():
     assert not noise.measured and "assumed" in noise.source
 
 
+def test_one_saved_run_assumes_sessions_differ_by_the_threshold_not_by_steady_blocks():
+    # Steady blocks (0.1 % rounds) in two processes whose offsets differ by 4 %: the blocks'
+    # spread alone made this unchanged code 99 % "faster" (seen with a 280 us function).
+    saved = estimate(rounds(3, noise=0.001))
+    now = estimate(rounds(4, scale=0.96, noise=0.001))
+    assert saved is not None and now is not None
+    blocks_only = change([saved], now)
+    assert blocks_only is not None and blocks_only.p_slower < 1 - FAIL_CONFIDENCE
+    found = change([saved], now, assumed=0.05)
+    assert found is not None
+    assert 1 - FAIL_CONFIDENCE < found.p_slower < FAIL_CONFIDENCE
+    assert found.source == "assumed 5.0% (1 saved run: the threshold, as nothing was measured)"
+    assert not found.measured and found.low < -0.04 and found.high > 0.04
+    # Far beyond the threshold it still speaks: three times slower is sure.
+    tripled = estimate(rounds(5, scale=3.0, noise=0.001))
+    assert tripled is not None
+    slower = change([saved], tripled, assumed=0.05)
+    assert slower is not None and slower.p_slower >= FAIL_CONFIDENCE
+    # Blocks noisier than the threshold are the larger assumption, and say so.
+    noisy = change([estimate(rounds(6, noise=0.3))], now, assumed=0.05)
+    assert noisy is not None and noisy.source.endswith("the spread of blocks within a run)")
+
+
 def test_unchanged_code_is_rarely_called_slower_across_sessions():
     """Sessions differ by 3 %: an interval from rounds alone would cry wolf; this one must not."""
     sure = 0

@@ -145,7 +145,7 @@ class Measured:
     saved_runs: int = 0  # sessions in the baseline's history (0: not a stored baseline)
 
 
-def _mode_change(base: Side, current: RunSummary, mode: str) -> Change | None:
+def _mode_change(base: Side, current: RunSummary, mode: str, threshold: float) -> Change | None:
     runs = sessions(base.runs) or list(base.runs)
     history = [getattr(run, mode) for run in runs]
     now = getattr(current, mode)
@@ -156,21 +156,22 @@ def _mode_change(base: Side, current: RunSummary, mode: str) -> Change | None:
     extra = noise_logs(base.runs, mode)
     if extra and len(runs) == 1:
         extra.append(history[0].log)
-    return change(history, now, extra)
+    return change(history, now, extra, assumed=threshold)
 
 
-def measure(base: Side, current: RunSummary) -> Measured | None:
+def measure(base: Side, current: RunSummary, threshold: float) -> Measured | None:
     """Raw and calibrated changes; the calibrated one is used only where it is more certain.
 
     Calibration divides out the machine's drift only as far as the kernel tracks this
     benchmark; where it does not, its ratios are noisier than the raw rounds and lose.
+    ``threshold`` is the least spread between sessions assumed against one saved run.
     """
     machine = _machine(base, current)
     typical = _typical_drift(base, current)
     candidates = [
         (_with_drift(found, mode, machine, typical), mode)
         for mode in MODES
-        if (found := _mode_change(base, current, mode)) is not None
+        if (found := _mode_change(base, current, mode, threshold)) is not None
     ]
     if not candidates:
         return None
@@ -291,7 +292,7 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
     common = _common(current, base)
     if reason and not force:
         return Row(status="incompatible", reason=reason, **common)
-    measured = measure(base, current.latest)
+    measured = measure(base, current.latest, threshold)
     if measured is None:
         return Row(status="compared", verdict="inconclusive", reason="no samples", **common)
     decision = decide(measured, threshold)
@@ -342,7 +343,7 @@ def row_of(measured: Measured, decision: Decision, common: dict[str, Any], force
 
 def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
     """A regression stands only if a re-measurement in fresh rounds agrees."""
-    measured = measure(base, again)
+    measured = measure(base, again, threshold)
     second = None if measured is None else decide(measured, threshold)
     first_text = f"first {first.change:+.1%} [{first.low:+.1%}, {first.high:+.1%}]"
     if measured is None or second is None or not second.regression:

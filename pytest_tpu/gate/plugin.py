@@ -437,7 +437,8 @@ class GatePlugin:
         if counts and min(counts) < 2:
             self.lines.append(
                 f"  the gate measures the noise between sessions from at least 2 saved runs "
-                f"(it keeps the last {keep}); until then it states what it assumed"
+                f"(it keeps the last {keep}); against 1 it assumes they differ by the threshold "
+                "and says so"
             )
         few = min(keep, DEFAULT_KEEP)
         if counts and min(counts) < few:

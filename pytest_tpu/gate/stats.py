@@ -26,6 +26,11 @@ CONFIDENCE = 0.95  # the interval shown
 SPREAD_OF_PAIRS = "pairs of processes in this job"  # names a same-job row judged on that spread
 FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``compare.decide``)
 POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change
+# One saved run: the assumed spread between sessions is held as uncertain as three saved runs
+# would leave a measured one (2 degrees of freedom). A slowdown must then be 9.8 assumed standard
+# deviations to be 99 % sure (49 % against a 5 % threshold): unchanged TensorFlow benchmarks
+# whose sessions differ by 16 % (the most seen here) get that far about one time in 70.
+ONE_RUN_DF = 2
 
 Location = Callable[[Sequence[float]], float]
 
@@ -245,7 +250,10 @@ class Noise:
 
 
 def between_sessions(
-    history: Sequence[Estimate], extra: Sequence[float] = (), current: Estimate | None = None
+    history: Sequence[Estimate],
+    extra: Sequence[float] = (),
+    current: Estimate | None = None,
+    assumed: float = 0.0,
 ) -> Noise:
     """How much a session's location varies from session to session.
 
@@ -256,9 +264,10 @@ def between_sessions(
     still while they ran, and then nothing else would stand between a session that runs
     differently and a "certain" verdict (seen here: five saved runs within 1.8 % of each other,
     blocks of each run 8-16 % apart, an unchanged benchmark +17 % in a later session).
-    With one saved run: nothing between sessions is known, so the assumption is that sessions
-    differ as much as blocks of a run do (``spread``), or as much as ``extra`` (log locations of
-    --measure-noise runs) do, whichever is larger; the source says so.
+    With one saved run: nothing between sessions is known. The assumption is the largest of the
+    spread of blocks within a run, the spread of --measure-noise runs (``extra``, log locations)
+    and ``assumed`` (the caller's threshold), held as uncertain as three saved runs would leave
+    it; the source says which.
     """
     if len(history) >= 2:
         logs = [h.log for h in history]
@@ -269,18 +278,33 @@ def between_sessions(
         if floor > measured:
             source += f" (at least the spread of blocks within a run, {math.sqrt(floor):.1%})"
         return Noise(max(measured, floor), len(history) - 1, source, True)
-    spreads = [h.spread for h in history if math.isfinite(h.spread)]
-    candidates = [s * s for s in spreads]
+    return _assumed(history, extra, assumed)
+
+
+def _assumed(history: Sequence[Estimate], extra: Sequence[float], assumed: float) -> Noise:
+    """One saved run: what is assumed of the sessions' spread, and why.
+
+    Blocks of one process can agree to a tenth of a percent while two sessions differ by
+    percents (seen: a 280 us function -3.7 % "faster" against one saved run, unchanged code,
+    with 0.0 % assumed from its blocks), so the threshold is a floor: with one saved run only
+    changes well beyond it are resolved, and the row says what was assumed.
+    """
+    candidates = [
+        (h.spread**2, "the spread of blocks within a run")
+        for h in history
+        if math.isfinite(h.spread)
+    ]
     if len(extra) >= 2:
-        candidates.append(sample_sd(extra) ** 2)
+        candidates.append((sample_sd(extra) ** 2, "the spread of --measure-noise runs"))
+    if assumed > 0:
+        candidates.append((math.log1p(assumed) ** 2, "the threshold, as nothing was measured"))
     if not candidates:
         return Noise(math.inf, 1, "no estimate: too few rounds", False)
-    assumed = max(candidates)
-    blocks = min((h.blocks for h in history), default=MIN_BLOCKS)
+    variance, why = max(candidates)
     return Noise(
-        assumed,
-        max(1, blocks - 1),
-        f"assumed {math.sqrt(assumed):.1%} (1 saved run: the spread of blocks within a run)",
+        variance,
+        ONE_RUN_DF,
+        f"assumed {_expm1(math.sqrt(variance)):.1%} (1 saved run: {why})",
         False,
     )
 
@@ -304,18 +328,22 @@ def _welch_df(parts: Sequence[tuple[float, float]]) -> float:
 
 
 def change(
-    history: Sequence[Estimate], current: Estimate, extra: Sequence[float] = ()
+    history: Sequence[Estimate],
+    current: Estimate,
+    extra: Sequence[float] = (),
+    assumed: float = 0.0,
 ) -> Change | None:
     """The change of ``current`` against the mean of ``history``, with an honest interval.
 
     Its variance is a new session's between-session noise, the current run's own noise and the
-    uncertainty of the baseline's mean. None when ``history`` is empty.
+    uncertainty of the baseline's mean. None when ``history`` is empty. ``assumed`` is the
+    least spread between sessions taken where one saved run measures none (the threshold).
     """
     if not history:
         return None
     base = math.fsum(h.log for h in history) / len(history)
     delta = current.log - base
-    noise = between_sessions(history, extra, current)
+    noise = between_sessions(history, extra, current, assumed)
     within_history = math.fsum(_sq(h.se) for h in history) / len(history)
     parts = [
         (noise.variance * (1 + 1 / len(history)), noise.df),
