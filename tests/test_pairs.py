@@ -6,7 +6,7 @@ import pytest
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.sameref.confirm import _across
-from pytest_tpu.sameref.pairs import across, disagree
+from pytest_tpu.sameref.pairs import across, disagree, still_open
 
 
 def first(change: float, low: float, high: float) -> Row:
@@ -36,7 +36,7 @@ def test_two_pairs_disagree_only_beyond_what_their_intervals_allow():
 
 
 def test_the_spread_of_three_pairs_is_the_uncertainty_of_the_new_two():
-    found = across(first(0.057, 0.056, 0.059), again(6.1, 5.9, 6.4), again(2.45, 2.36, 2.54))
+    found = across(first(0.057, 0.056, 0.059), [again(6.1, 5.9, 6.4), again(2.45, 2.36, 2.54)])
     assert found is not None
     assert found.estimate == pytest.approx((1.061 * 1.0245) ** 0.5 - 1, abs=1e-9)
     assert found.df == 2
@@ -56,7 +56,7 @@ def test_the_spread_of_three_pairs_is_the_uncertainty_of_the_new_two():
 def test_a_regression_judged_on_the_pairs_spread(third, verdict, stands):
     before = first(0.032, 0.031, 0.033) if not stands else first(0.21, 0.208, 0.212)
     second = again(2.9, 2.8, 3.0) if not stands else again(17.5, 17.3, 17.7)
-    row = _across(before, second, third, 0.03)
+    row = _across(before, [second, third], 0.03)
     assert row.verdict == verdict and row.regression is stands and row.confirmed is stands
     assert "the spread between pairs counted" in row.reason and "a third pair" in row.reason
     assert row.noise_source.startswith("3 pairs of processes in this job, paired rounds")
@@ -64,5 +64,33 @@ def test_a_regression_judged_on_the_pairs_spread(third, verdict, stands):
 
 
 def test_without_a_third_measurement_the_two_pairs_decide():
-    row = _across(first(0.21, 0.208, 0.212), again(17.5, 17.3, 17.7), None, 0.05)
+    row = _across(first(0.21, 0.208, 0.212), [again(17.5, 17.3, 17.7), None], 0.05)
     assert row.regression and "confirmed by a new pair of processes" in row.reason
+
+
+def test_three_pairs_that_leave_a_regression_open_are_joined_by_two_more():
+    # r29: a numpy function made 10 % slower, three pairs at +13.3 %, +5.8 %, +13.3 %: with two
+    # degrees of freedom its interval ran from below zero to +24 % (inconclusive, a miss).
+    three = [again(5.8, 5.6, 6.0), again(13.3, 13.1, 13.5)]
+    before = first(0.133, 0.131, 0.135)
+    found = across(before, three)
+    assert still_open(found, 0.05)
+    # Two more pairs near the truth: four degrees of freedom and four new pairs resolve it.
+    five = [*three, again(9.6, 9.4, 9.8), again(10.4, 10.2, 10.6)]
+    assert not still_open(across(before, five), 0.05)
+    row = _across(before, five, 0.05)
+    assert row.verdict == "slower" and row.regression and row.confirmed
+    assert row.noise_source.startswith("5 pairs of processes in this job")
+    assert "a third pair +13.3% [+13.1%, +13.5%], then +9.6% [+9.4%, +9.8%], then +10.4%" in (
+        row.reason
+    )
+    # Unchanged code that read +3 % twice by offsets: two more pairs near zero withdraw it.
+    fluke = [
+        again(2.9, 2.8, 3.0),
+        again(0.1, -0.1, 0.3),
+        again(-0.4, -0.6, -0.2),
+        again(0.6, 0.4, 0.8),
+    ]
+    assert still_open(across(first(0.032, 0.031, 0.033), fluke[:2]), 0.03)
+    row = _across(first(0.032, 0.031, 0.033), fluke, 0.03)
+    assert row.verdict == "inconclusive" and not row.regression

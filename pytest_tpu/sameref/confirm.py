@@ -9,8 +9,8 @@ and a new base process -- a nested ``--compare-ref`` session of just those bench
 session fails only where that measurement agrees. An improvement of the threshold or more is
 measured by the same new pair and stands only where it agrees (mirrored). Where the new pair agrees
 with a regression but lies further from the first pair than their intervals allow, a third pair
-measures it and the spread between the pairs decides (``pairs``). Passing sessions without an
-improvement pay nothing.
+measures it and the spread between the pairs decides (``pairs``; two more pairs where three leave
+it open). Passing sessions without an improvement pay nothing.
 
 Agreeing asks less than finding: the first pair was already 99 % (one-sided) sure of a slowdown
 whose interval reaches the threshold; the new pair has only to rule out that the first pair's
@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,12 @@ def remeasure(
         if problem:  # as above: the first measurement stands for those
             line += f" (that re-measurement {problem}: the first one stands)"
     standing = set(wanted) if problem else set()
+    later = {n: [again.get(n), more.get(n)] for n in apart}
+    if apart and not problem:
+        spread = _Spread(by_id, thresholds, {n: last_rounds[n] for n in apart})
+        broken, note = spread.further(later, commit, pct, rootdir, measuring)
+        standing |= broken
+        line += note
     judged = []
     for row in rows:
         nodeid, threshold = row.nodeid, thresholds[row.nodeid]
@@ -157,7 +163,7 @@ def remeasure(
         elif nodeid in standing:
             judged.append(row)
         elif nodeid in apart and not problem:
-            judged.append(_across(row, again.get(nodeid), more.get(nodeid), threshold))
+            judged.append(_across(row, later[nodeid], threshold))
         else:
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
             judged.append(_judged(row, again.get(nodeid), threshold, extra))
@@ -310,17 +316,54 @@ def _confirms(again: Mapping[str, Any] | None, threshold: float) -> bool:
     return again.get("regression") is True or (low > 0 and high >= threshold * 100)
 
 
-def _across(
-    row: Row, again: Mapping[str, Any] | None, last: Mapping[str, Any] | None, threshold: float
-) -> Row:
-    """``row`` confirmed or withdrawn by two new pairs, uncertain by the spread of all three
-    (``pairs``): the first pair and the new one disagreed beyond their rounds' noise."""
-    found = pairs.across(row, again, last)
-    if found is None or again is None:  # no third measurement: the two pairs decide
-        return _judged(row, again, threshold)
+@dataclass(frozen=True)
+class _Spread:
+    """Regressions judged on the spread between pairs: their first rows, thresholds and rounds."""
+
+    rows: Mapping[str, Row]
+    thresholds: Mapping[str, float]
+    rounds: Mapping[str, int]
+
+    def further(
+        self,
+        later: dict[str, list[Mapping[str, Any] | None]],
+        commit: str,
+        pct: float,
+        rootdir: Path,
+        measuring: Sequence[str],
+    ) -> tuple[set[str], str]:
+        """Add ``pairs.FURTHER`` pairs' rows to ``later`` where three pairs leave a regression
+        open; the node ids whose further pairs could not run (their first measurement stands),
+        and what the summary line adds."""
+        opened = [
+            n
+            for n, rows in later.items()
+            if pairs.still_open(pairs.across(self.rows[n], rows), self.thresholds[n])
+        ]
+        if not opened:
+            return set(), ""
+        env = {CONFIRM_ENV: "1", ROUNDS_ENV: json.dumps({n: self.rounds[n] for n in opened})}
+        note = f"; {len(opened)} that three pairs left open measured by {pairs.FURTHER} more"
+        for _ in range(pairs.FURTHER):
+            found, problem = nested(opened, commit, pct, rootdir, measuring, env)
+            if problem:  # as everywhere: a broken re-measurement leaves the first one standing
+                return set(opened), f"{note} (that re-measurement {problem}: the first one stands)"
+            for nodeid in opened:
+                later[nodeid].append(found.get(nodeid))
+        return set(), note
+
+
+def _across(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: float) -> Row:
+    """``row`` confirmed or withdrawn by the new pairs' rows ``later``, uncertain by the spread of
+    them all and the first (``pairs``): the first pair and the new one disagreed beyond their
+    rounds' noise."""
+    found = pairs.across(row, later)
+    if found is None:  # no third measurement: the two pairs decide
+        return _judged(row, later[0], threshold)
+    shown = [str(_interval(one or {})) for one in later]  # each has one: across found them
     text = (
-        f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {_interval(again)}, "
-        f"a third pair {_interval(last or {})}"
+        f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {shown[0]}, "
+        f"a third pair {shown[1]}" + "".join(f", then {one}" for one in shown[2:])
     )
     base = row.base_value
     current = None if base is None else base * (1 + found.estimate)
