@@ -112,6 +112,7 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
                 "detectable_pct": row["detectable_pct"],
                 "withdrawn": row["confirmed"] is False,
                 "again": "measured again with" in str(row.get("note") or ""),
+                "noise_source": row.get("noise_source"),
                 "seconds": seconds,
                 "session": index,
             }
@@ -119,7 +120,11 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
     return records
 
 
-def condition(name: str, options: argparse.Namespace, root: Path) -> list[dict[str, object]]:
+def condition(
+    name: str, options: argparse.Namespace, root: Path, records: list[dict[str, object]]
+) -> None:
+    """Add the rows of ``options.repeats`` sessions under condition ``name`` to ``records``,
+    written to ``options.out`` after each session (a run cut short keeps what it measured)."""
     repo = root / f"repo-{name}"
     make_repo(repo)
     git(repo, "checkout", "-q", "base")
@@ -132,16 +137,16 @@ def condition(name: str, options: argparse.Namespace, root: Path) -> list[dict[s
     failures = sum(line.startswith("REGRESSION") for line in out.splitlines())
     cost = f"{same:.0f} s ({same / plain:.2f}x)"
     print(f"[{name}] base against itself: {cost}, {failures} regressions", flush=True)
-    records = []
     for index in range(options.repeats):
         found = compare_once(repo, index, options.threshold, root / f"{name}-{index:02d}.log")
         for record in found:
             record.update(condition=name, plain_s=plain)
         records += found
+        if options.out:
+            options.out.write_text(json.dumps(records, indent=1))
         false = sum(bool(r["failed"]) for r in found if r["arm"] == 0)
         cost = found[0]["seconds"] if found else 0
         print(f"[{name}] {index + 1}: {len(found)} rows, {false} false, {cost:.0f} s", flush=True)
-    return records
 
 
 def _median(rows: list[dict[str, object]], key: str) -> str:
@@ -199,13 +204,11 @@ def main() -> None:
             stop = root / f"stop-{name}"
             busy = neighbour(stop) if name == "neighbour" else None
             try:
-                records += condition(name, options, root)
+                condition(name, options, root, records)
             finally:
                 stop.touch()
                 if busy is not None:
                     busy.wait(timeout=30)
-            if options.out:
-                options.out.write_text(json.dumps(records, indent=1))
     print(table(records))
     sessions = {(r["condition"], r["session"]): r for r in records}
     ratios = sorted(float(r["seconds"]) / float(r["plain_s"]) for r in sessions.values())
