@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -204,6 +205,16 @@ def test_rows_the_saved_runs_cannot_resolve_point_to_a_same_job_comparison():
     # A benchmark's own threshold counts: 50 % is within what "a" catches.
     assert between_sessions_hint(rows[:1], {"a": 0.5}) == ""
     assert between_sessions_hint(rows[2:], {"c": 0.05, "d": 0.05}) == ""
+    assert "their sessions differ by more than it here" in hint
+    # Against one saved run the spread between sessions was assumed, and the hint says so.
+    one = [
+        replace(
+            r, noise_source="assumed 5.0% (1 saved run: the threshold, as nothing was measured)"
+        )
+        for r in rows
+    ]
+    hint = between_sessions_hint(one, {name: 0.05 for name in "abcd"})
+    assert "one saved run measures nothing between sessions, so they were assumed" in hint
 
 
 def test_a_failing_gate_still_names_what_it_could_not_rule_out():

@@ -374,7 +374,12 @@ def test_more_rounds_can_be_turned_off(repo):
 def test_save_baseline_keeps_head_results_apart_from_plain_runs(repo):
     commit(repo, "slower", test_bench=BENCH.format(n=9000))
     args = ("--compare-ref=HEAD~1", "--save-baseline=main")
-    assert repo.runpytest_subprocess(*FAST, *args).ret == pytest.ExitCode.OK
+    saving = repo.runpytest_subprocess(*FAST, *args)
+    assert saving.ret == pytest.ExitCode.OK
+    # Said when saving, not first found out by a later plain --compare.
+    saving.stdout.fnmatch_lines(
+        ["  these rounds took turns with a base process (--compare-ref) and are kept as their own*"]
+    )
     saved = json.loads((repo.path / ".pytest-tpu" / "baselines" / "main.json").read_text())
     names = {entry["fullname"] for entry in saved["benchmarks"]}
     assert names == {"test_bench.py::test_fn", "test_bench.py::test_ped"}  # the head's results
@@ -458,6 +463,17 @@ def test_a_dirty_tree_is_measured_as_it_is_and_the_header_says_so(repo):
     (repo.path / "test_bench.py").write_text(BENCH.format(n=3100))
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
     result.stdout.fnmatch_lines(["*vs this tree with uncommitted changes, measured as it is*"])
+
+
+def test_an_untracked_benchmark_file_makes_the_tree_dirty_and_is_new(repo):
+    # Measured on the head side only: the header must not say the head is HEAD.
+    (repo.path / "test_extra.py").write_text(BENCH.format(n=50))
+    (repo.path / "notes.txt").write_text("not a source file: not counted")
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    result.stdout.fnmatch_lines(
+        ["*vs this tree with 1 untracked .py file(s), measured as it is*", "*: *2 new*"],
+        consecutive=False,
+    )
 
 
 @pytest.mark.parametrize(

@@ -128,8 +128,16 @@ def incompatibility(base: Mapping[str, Any], current: Mapping[str, Any]) -> str 
     for name in fields:
         old, new = base.get(name), current.get(name)
         if old is not None and new is not None and old != new:
-            return f"{name} differs: baseline {old!r}, now {new!r}"
+            return f"{name} differs: baseline {old!r}, now {new!r}" + _HINTS.get(name, "")
     return None
+
+
+_HINTS = {
+    "rounds": (
+        " (rounds that took turns with a base process under --compare-ref time differently from"
+        " rounds alone; compare runs saved the same way)"
+    ),
+}
 
 
 # --------------------------------------------------------------------------- measuring

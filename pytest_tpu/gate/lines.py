@@ -77,8 +77,8 @@ def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) 
     runs narrow a short history, and only a comparison within one job leaves the sessions out.
     """
     measured = compared(rows)
-    unresolved = [
-        row.detectable
+    open_rows = [
+        row
         for row in measured
         if row.metric == "time"
         and row.verdict == "inconclusive"
@@ -86,15 +86,25 @@ def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) 
         and row.nodeid in thresholds
         and row.detectable > thresholds[row.nodeid]
     ]
-    if not unresolved:
+    if not open_rows:
         return ""
-    finite = [x for x in unresolved if math.isfinite(x)]
+    finite = [
+        r.detectable for r in open_rows if r.detectable is not None and math.isfinite(r.detectable)
+    ]
     span = f" (they catch {min(finite):.0%} to {max(finite):.0%})" if finite else ""
     if len(finite) == 1:
         span = f" (it catches {finite[0]:.0%})"
+    # One saved run measures nothing between sessions: what stood in was assumed, not found.
+    assumed = all(row.noise_source.startswith("assumed") for row in open_rows)
+    why = (
+        "one saved run measures nothing between sessions, so they were assumed to differ by at "
+        "least the threshold"
+        if assumed
+        else "their sessions differ by more than it here"
+    )
     return (
-        f"{len(unresolved)} of {len(measured)} benchmark(s) cannot resolve their threshold "
-        f"against the saved runs{span}: their sessions differ by more than it here. Each run "
+        f"{len(open_rows)} of {len(measured)} benchmark(s) cannot resolve their threshold "
+        f"against the saved runs{span}: {why}. Each run "
         "saved narrows a short history; --compare-ref=REF measures base and head in one job, "
         "which leaves the differences between sessions out (README: 'Base and head in the same "
         "job')"

@@ -449,6 +449,8 @@ class GatePlugin:
                 "is known so roughly that only large changes are resolved; each run saved "
                 "narrows that"
             )
+        if self.settings.compare_ref:
+            self.lines.append(_alternating_note(self.config))
         for result in results.failed:
             self.lines.append(f"  left out (failed): {result.nodeid}: {result.error}")
 
@@ -567,3 +569,14 @@ def _kept_text(counts: list[int]) -> str:
     low, high = min(counts), max(counts)
     span = f"{low}" if low == high else f"{low}-{high}"
     return f"; {span} run{'s' if high > 1 else ''} kept per benchmark"
+
+
+def _alternating_note(config: pytest.Config) -> str:
+    """What a run saved during --compare-ref is good for (a trial's ini compare_ref made every
+    later plain --compare call its saved runs incompatible, unexplained)."""
+    where = "" if config.getoption("compare_ref") else " (ini compare_ref)"
+    return (
+        f"  these rounds took turns with a base process (--compare-ref{where}) and are kept as "
+        "their own history: a plain --compare calls them incompatible (rounds differs). To track "
+        "over time, save in runs without --compare-ref (-o compare_ref= overrides the ini)"
+    )

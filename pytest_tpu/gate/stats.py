@@ -278,22 +278,20 @@ def between_sessions(
         if floor > measured:
             source += f" (at least the spread of blocks within a run, {math.sqrt(floor):.1%})"
         return Noise(max(measured, floor), len(history) - 1, source, True)
-    return _assumed(history, extra, assumed)
+    return _assumed([*history, *([current] if current else [])], extra, assumed)
 
 
-def _assumed(history: Sequence[Estimate], extra: Sequence[float], assumed: float) -> Noise:
-    """One saved run: what is assumed of the sessions' spread, and why.
+def _assumed(runs: Sequence[Estimate], extra: Sequence[float], assumed: float) -> Noise:
+    """One saved run (and the current one): what is assumed of the sessions' spread, and why.
 
     Blocks of one process can agree to a tenth of a percent while two sessions differ by
     percents (seen: a 280 us function -3.7 % "faster" against one saved run, unchanged code,
     with 0.0 % assumed from its blocks), so the threshold is a floor: with one saved run only
-    changes well beyond it are resolved, and the row says what was assumed.
+    changes well beyond it are resolved, and the row says what was assumed. Blocks count where
+    they spread more, the current run's too: a burst of load now is not in the saved run.
     """
-    candidates = [
-        (h.spread**2, "the spread of blocks within a run")
-        for h in history
-        if math.isfinite(h.spread)
-    ]
+    known = [r for r in runs if math.isfinite(r.spread) and r.blocks > 1]
+    candidates = [(_block_variance(known), "the spread of blocks within the runs")] if known else []
     if len(extra) >= 2:
         candidates.append((sample_sd(extra) ** 2, "the spread of --measure-noise runs"))
     if assumed > 0:

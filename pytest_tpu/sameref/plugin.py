@@ -147,7 +147,7 @@ class HeadPlugin:
         self.child: subprocess.Popen[bytes] | None = None
         self.leader: Leader | None = None
         self.conn: Connection | None = None
-        self.dirty = False
+        self.dirty = ""  # what the tree holds beyond HEAD, or nothing
         self.lines: list[str] = []
         self.log = Path()
         self._old_sigterm: Any = None
@@ -269,7 +269,7 @@ class HeadPlugin:
         return " | ".join(lines[-3:]) or "no output"
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        head = "this tree with uncommitted changes, measured as it is" if self.dirty else "HEAD"
+        head = f"this tree with {self.dirty}, measured as it is" if self.dirty else "HEAD"
         how = (
             "whole runs alternate (base, head, base): the device admits one process at a time"
             if self.whole_runs

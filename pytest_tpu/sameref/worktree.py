@@ -54,10 +54,22 @@ def resolve(root: Path, ref: str) -> str:
     return done.stdout.strip()
 
 
-def dirty(root: Path) -> bool:
-    """Whether the checkout has uncommitted changes to tracked files."""
+def dirty(root: Path) -> str:
+    """What the checkout holds beyond HEAD, as the header says it ("" when nothing).
+
+    Uncommitted changes to tracked files, and untracked Python files that git does not ignore: a
+    new test or module is measured on the head side and absent from the base (a trial's head
+    read `HEAD` while an untracked benchmark file was measured). Other untracked files (reports,
+    data written by earlier runs) are not counted: they would make every tree look dirty.
+    """
     done = _git(root, "status", "--porcelain", "--untracked-files=no")
-    return done.returncode == 0 and bool(done.stdout.strip())
+    changed = done.returncode == 0 and bool(done.stdout.strip())
+    listed = _git(root, "ls-files", "--others", "--exclude-standard", "-z")
+    names = listed.stdout.split("\0") if listed.returncode == 0 else []
+    python = sum(name.endswith(".py") for name in names)
+    parts = ["uncommitted changes"] if changed else []
+    parts += [f"{python} untracked .py file(s)"] if python else []
+    return " and ".join(parts)
 
 
 @dataclass
