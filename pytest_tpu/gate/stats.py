@@ -28,8 +28,8 @@ FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``compare.
 POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change
 # One saved run: the assumed spread between sessions is held as uncertain as three saved runs
 # would leave a measured one (2 degrees of freedom). A slowdown must then be 9.8 assumed standard
-# deviations to be 99 % sure (49 % against a 5 % threshold): unchanged TensorFlow benchmarks
-# whose sessions differ by 16 % (the most seen here) get that far about one time in 70.
+# deviations (log scale) to be 99 % sure, +62 % against a 5 % threshold: unchanged TensorFlow
+# benchmarks whose sessions differ by 16 % (the most seen here) get that far about one time in 60.
 ONE_RUN_DF = 2
 
 Location = Callable[[Sequence[float]], float]
@@ -265,7 +265,8 @@ def between_sessions(
     differently and a "certain" verdict (seen here: five saved runs within 1.8 % of each other,
     blocks of each run 8-16 % apart, an unchanged benchmark +17 % in a later session).
     With one saved run: nothing between sessions is known. The assumption is the largest of the
-    spread of blocks within a run, the spread of --measure-noise runs (``extra``, log locations)
+    spread of blocks within the saved and the current run, the spread of --measure-noise runs
+    (``extra``, log locations)
     and ``assumed`` (the caller's threshold), held as uncertain as three saved runs would leave
     it; the source says which.
     """
