@@ -329,24 +329,19 @@ def with_change(row: Row, found: Change) -> Row:
 
 def row_of(measured: Measured, decision: Decision, common: dict[str, Any], forced: bool) -> Row:
     """The row of a decided comparison; ``common`` names the benchmark and its values."""
-    found, machine = measured.change, measured.machine
-    return Row(
+    machine = measured.machine
+    row = Row(
         status="compared",
         verdict=decision.verdict,
-        change=found.estimate,
-        low=found.low,
-        high=found.high,
-        confidence=found.p_slower,
-        detectable=found.detectable,
         regression=decision.regression,
         forced=forced,
         calibrated=measured.mode == "calibrated",
         machine=None if machine is None else machine.estimate,
-        noise_source=found.source,
         reason=decision.reason,
         threshold=decision.threshold,
         **common,
     )
+    return with_change(row, measured.change)
 
 
 def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
