@@ -67,8 +67,17 @@ def make_repo(repo: Path) -> None:
         git(repo, "commit", "-qam", f"head {arms}")
 
 
-def pytest_run(repo: Path, args: list[str]) -> tuple[str, float]:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+PAIRS: dict[str, str] = {}  # with --pairs: the environment that loads pairlog.py
+
+
+def log_pairs(out: Path) -> None:
+    """Have every session, nested ones too, log its paired rounds to ``out`` (``pairlog.py``)."""
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
+    PAIRS.update(PYTEST_PLUGINS="pairlog", PYTHONPATH=path, PAIRLOG_OUT=str(out.resolve()))
+
+
+def pytest_run(repo: Path, args: list[str], session: str = "") -> tuple[str, float]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **PAIRS, "PAIRLOG_SESSION": session}
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "test_work.py", "-q", "-p", "no:cacheprovider", *args],
@@ -92,6 +101,7 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
             f"--fail-on-regression={threshold:g}",
             f"--tpu-report={report}",
         ],
+        log.stem,
     )
     log.write_text(out)
     failed = {m.group(1) for line in out.splitlines() if (m := FAIL_RE.match(line))}
@@ -132,7 +142,7 @@ def condition(
     print(f"[{name}] plain run of the same benchmarks: {plain:.0f} s", flush=True)
     # A session with nothing to confirm: the cost of a passing --compare-ref run.
     out, same = pytest_run(
-        repo, ["--compare-ref=base", f"--fail-on-regression={options.threshold:g}"]
+        repo, ["--compare-ref=base", f"--fail-on-regression={options.threshold:g}"], f"{name}-aa"
     )
     failures = sum(line.startswith("REGRESSION") for line in out.splitlines())
     cost = f"{same:.0f} s ({same / plain:.2f}x)"
@@ -191,10 +201,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep the repositories and logs here")
     parser.add_argument("--table", type=Path, help="only print the table of an --out file")
+    parser.add_argument("--pairs", type=Path, help="log every row's paired rounds (JSON lines)")
     options = parser.parse_args()
     if options.table:
         print(table(json.loads(options.table.read_text())))
         return
+    if options.pairs:
+        log_pairs(options.pairs)
     started = time.monotonic()
     records: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="compare-ref-experiment-") as scratch:
