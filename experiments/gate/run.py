@@ -1,7 +1,8 @@
 """Does the regression gate hold? Stored baselines, unchanged and slower code, quiet and loaded.
 
-For each machine condition (quiet; a neighbour keeping one core busy in random bursts of 1-5 s)
-this saves a baseline history of ``--history`` sessions of ``workloads.py`` (four kinds of work,
+For each machine condition (quiet; a neighbour keeping one core busy in random bursts of 1-5 s;
+or ``quiet>neighbour``: the history saved quiet and the comparisons made beside the neighbour) this
+saves a baseline history of ``--history`` sessions of ``workloads.py`` (four kinds of work,
 both pytest-benchmark styles, three identical copies each), then runs ``--repeats`` comparison
 sessions. In session ``i`` the copies do 0 %, 5 % and 10 % more work, rotated, so every session
 measures all three arms under the same machine state. Each session gates twice on the same
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -86,9 +89,30 @@ def parse(out: str, report: Path, arms: dict[str, float]) -> list[dict[str, obje
     return records
 
 
+@contextmanager
+def machine(state: str, stop: Path) -> Iterator[None]:
+    """The machine ``quiet``, or with the bursty neighbour until the block ends."""
+    busy = neighbour(stop) if state == "neighbour" else None
+    try:
+        yield
+    finally:
+        stop.touch()
+        if busy is not None:
+            busy.wait(timeout=30)
+
+
 def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[str, object]]:
+    """``name`` is a machine state, or ``A>B``: the history saved in state A, compared in B."""
+    saved_in, _, compared_in = name.partition(">")
     work.mkdir(parents=True, exist_ok=True)
     (work / "tmp").mkdir(exist_ok=True)
+    with machine(saved_in, work / "stop-history"):
+        save_history(name, options, work)
+    with machine(compared_in or saved_in, work / "stop-comparisons"):
+        return comparisons(name, options, work)
+
+
+def save_history(name: str, options: argparse.Namespace, work: Path) -> None:
     zero = dict.fromkeys(COPIES, 0.0)
     for k in range(options.history):
         extra = ["--save-baseline=exp", f"--tpu-baseline-history={options.history}"]
@@ -96,6 +120,9 @@ def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[s
             extra.append("--benchmark-save=base")
         out = session(work, zero, extra)
         print(f"[{name}] baseline session {k + 1}: {out.strip().splitlines()[-1]}", flush=True)
+
+
+def comparisons(name: str, options: argparse.Namespace, work: Path) -> list[dict[str, object]]:
     records = []
     for index in range(options.repeats):
         arms = {copy: ARMS[(index + j) % 3] for j, copy in enumerate(COPIES)}
@@ -164,7 +191,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--history", type=int, default=5)
     parser.add_argument("--threshold", type=float, default=5.0)
-    parser.add_argument("--conditions", default="quiet,neighbour")
+    parser.add_argument(
+        "--conditions",
+        default="quiet,neighbour",
+        help="comma list of quiet, neighbour, or A>B: history saved in A, compared in B",
+    )
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep baselines and logs in this folder")
     options = parser.parse_args()
@@ -174,14 +205,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gate-experiment-") as scratch:
         root = options.keep or Path(scratch)
         for name in options.conditions.split(","):
-            stop = root / f"stop-{name}"
-            busy = neighbour(stop) if name == "neighbour" else None
-            try:
-                records += condition(name, options, root / name)
-            finally:
-                stop.touch()
-                if busy is not None:
-                    busy.wait(timeout=30)
+            records += condition(name, options, root / name.replace(">", "-then-"))
             if options.out:
                 options.out.write_text(json.dumps(records, indent=1))
     print(table(records))
