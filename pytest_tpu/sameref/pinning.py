@@ -11,8 +11,15 @@ thread pinned and 0.3-0.4 % with every thread pinned).
 
 So during a benchmark's rounds both sides pin every thread, the same way: the thread that runs
 the rounds to the shared core, and the threads of each name (``tf_Compute``, ``python``, ...) one
-by one round-robin over the other cores and then that one. Each thread keeps one core, and
-threads of a pool land on different cores, so a multi-threaded benchmark keeps its parallelism.
+by one round-robin over the other cores and then that one, the busiest in the benchmark's first
+call first (by the CPU time each used in it; threads that did not run keep the order they were
+made in, so both sides place them alike). Each thread keeps one core, and the working threads of
+a pool land on different cores, so a multi-threaded benchmark keeps its parallelism. Busiest
+first matters for a library whose helpers share the calling thread's name and work beside it
+(OpenBLAS, OpenMP): taken in the order they were made, idle threads of that name (TensorFlow
+makes a few) put numpy's OpenBLAS helper on the calling thread's core, where each waited on the
+other, spinning, for whole time slices (measured here: a 120x120 ``a @ a.T`` of 85 us took
+11.9 ms a round in both processes; 90-130 us with its helper on the other core).
 A benchmark's first runner call is left unpinned, because threads a library creates lazily there
 would inherit the calling thread's single core; threads born later are pinned at the next round.
 The turns already keep the two sides from running at once, so sharing the cores costs no time.
@@ -62,6 +69,15 @@ def _name(tid: int) -> str:
         return ""
 
 
+def _cpu_ns(tid: int) -> int:
+    """The CPU time thread ``tid`` has used so far, in nanoseconds (0 where it cannot be read)."""
+    try:
+        with open(f"{TASKS}/{tid}/schedstat", encoding="ascii") as stat:
+            return int(stat.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class Pin:
     """Pins every thread of this process from a benchmark's second round on (the calling thread
     to ``core``, the others spread over the cores); ``release`` gives each back what it had."""
@@ -73,10 +89,14 @@ class Pin:
         self.named: dict[str, int] = defaultdict(int)  # threads of each name pinned so far
         self.cores: list[int] = []
         self.born_pinned: set[int] = set()  # threads made while this process was pinned
+        self.used: dict[int, int] = {}  # CPU time of each thread before the first call, in ns
 
     def before_round(self) -> None:
         self.calls += 1
-        if self.core is None or self.calls < 2:
+        if self.core is None:
+            return
+        if self.calls < 2:  # what each thread has used before the first call, left unpinned
+            self.used = {tid: _cpu_ns(tid) for tid in _threads()}
             return
         caller = threading.get_native_id()
         if not self.saved:
@@ -93,11 +113,13 @@ class Pin:
             first = True
         else:
             first = False
-        for tid in _threads():
-            if tid not in self.saved:
-                self._pin_other(tid)
-                if not first:
-                    self.born_pinned.add(tid)
+        others = [tid for tid in _threads() if tid not in self.saved]
+        if first:  # the busiest in the first call first: the cores other than the shared one
+            others.sort(key=lambda tid: self.used.get(tid, 0) - _cpu_ns(tid))
+        for tid in others:
+            self._pin_other(tid)
+            if not first:
+                self.born_pinned.add(tid)
 
     def _pin_other(self, tid: int) -> None:
         name = _name(tid)
