@@ -108,3 +108,25 @@ def test_a_bad_marker_is_a_usage_error_naming_the_test(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*test_x*regression_threshold(flops=...): valid metrics are*"])
+
+
+def test_memory_is_one_quantity_in_a_history_and_an_allocator_s_step_is_no_change():
+    from pytest_tpu.gate.compare import compare_memory
+    from pytest_tpu.gate.history import metrics_of
+
+    # A run whose calls added nothing has no memory value; the whole process's peak beside it
+    # is another quantity (new-user trial 12: 1003 MiB saved, 252 KiB now, "-100 % faster").
+    assert "memory" not in metrics_of({"peak_memory_increase_bytes": 0, "peak_memory_bytes": 2e9})
+    assert metrics_of({"peak_memory_increase_bytes": 5e6, "peak_memory_bytes": 2e9}) == {
+        "memory": 5e6
+    }
+    assert metrics_of({"peak_memory_bytes": 2e9}) == {"memory": 2e9}  # results without increase
+    mib = 2**20
+    steps = compare_memory("t", [4096.0], 252 * 1024.0, 0.05)
+    assert (steps.verdict, steps.regression, steps.change) == ("unchanged", False, 0.0)
+    assert "under 1 MiB counts as 1 MiB" in steps.reason
+    grown = compare_memory("t", [16.0 * mib, 15.0 * mib], 19.2 * mib, 0.05)
+    assert (grown.verdict, grown.regression) == ("slower", True)
+    assert grown.change == pytest.approx(0.2)
+    assert compare_memory("t", [0.5 * mib], 3.0 * mib, 0.05).regression  # past the floor: grown
+    assert compare_memory("t", [16.0 * mib], 8.0 * mib, 0.05).verdict == "faster"

@@ -36,6 +36,9 @@ DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression
 # varies far more between sessions than steady rounds do.
 DEFAULT_THRESHOLDS = {"time": DEFAULT_THRESHOLD, "memory": 0.05, "compile": 0.25}
 METRIC_UNITS = {"memory": "B", "compile": "s"}
+# Memory added by a benchmark's calls is compared from this size up: below it, the process's
+# allocator decides what its peak resident set shows (see ``compare_memory``).
+MEMORY_FLOOR_BYTES = 2**20
 MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called drift
 # How much of the machine's drift since the baseline the ratios to the kernel may have failed to
 # divide out. The kernel is a different program: a drift it sees may hit this benchmark more or
@@ -404,17 +407,31 @@ def _metric_common(nodeid: str, metric: str, base: float, now: float) -> dict[st
 
 
 def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold: float) -> Row:
-    """Peak memory is deterministic for the same code and data: compared with the largest
-    saved value, no interval, so a run only fails on memory it really added."""
+    """The memory the calls added is the same for the same code and data: compared with the
+    largest saved value, no interval, so a run only fails on memory it really added.
+
+    Below ``MEMORY_FLOOR_BYTES`` an increase is the allocator's, not the code's: a process's peak
+    resident set grows in steps of its allocator's arenas and trims, and an unchanged benchmark
+    added 0 B, 4 KiB or 252 KiB from run to run. Both sides count as at least the floor there.
+    """
     largest = max(history)
     common = _metric_common(nodeid, "memory", largest, now)
-    grown = now > largest * (1 + threshold)
-    verdict = "slower" if grown else "faster" if now < largest * (1 - threshold) else "unchanged"
+    base, current = max(largest, MEMORY_FLOOR_BYTES), max(now, MEMORY_FLOOR_BYTES)
+    grown = current > base * (1 + threshold)
+    shrunk = current < base * (1 - threshold)
+    verdict = "slower" if grown else "faster" if shrunk else "unchanged"
+    source = f"the memory its calls added, against the largest of {len(history)} saved runs"
+    floored = min(largest, now) < MEMORY_FLOOR_BYTES
+    floor = f"{MEMORY_FLOOR_BYTES // 2**20} MiB"
     return Row(
         verdict=verdict,
         regression=grown,
-        noise_source=f"deterministic: against the largest of {len(history)} saved runs",
-        **common,
+        noise_source=source,
+        reason=f"an increase under {floor} counts as {floor}: below that the process's "
+        "allocator, not the code, decides its peak"
+        if floored
+        else "",
+        **{**common, "change": current / base - 1},
     )
 
 

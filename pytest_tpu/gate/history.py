@@ -17,10 +17,12 @@ from pytest_tpu.gate.stats import Estimate, estimate, lower_mean, midmean, round
 
 DEFAULT_KEEP = 5  # runs kept per benchmark and baseline name (--tpu-baseline-history)
 SOURCES = ("run", "noise")
-# One value per run of the metrics gated besides time, from extra_info, first key found wins:
-# the memory the rounds added (the device allocator's peak, or peak RSS on a CPU), and the first
-# call's time (trace and compile): the suite's own cold_s/first_epoch_s/first_step_s, or the
-# plugin's first_call_s for users' benchmarks.
+# One value per run of the metrics gated besides time, from extra_info, the first key present
+# wins: the memory the rounds added (the device allocator's peak, or peak RSS on a CPU), and the
+# first call's time (trace and compile): the suite's own cold_s/first_epoch_s/first_step_s, or
+# the plugin's first_call_s for users' benchmarks. A key present with nothing positive gives no
+# value: falling through to the next key would mix two quantities in one history (an increase of
+# 0 B replaced by the whole process's 1 GB peak made an unchanged benchmark -100 % in memory).
 METRIC_KEYS = {
     "memory": ("peak_memory_increase_bytes", "peak_memory_bytes"),
     "compile": ("cold_s", "first_epoch_s", "first_step_s", "first_call_s"),
@@ -31,11 +33,10 @@ def metrics_of(extra_info: Mapping[str, Any]) -> dict[str, float]:
     """The gated metrics a result carries, as positive numbers."""
     found: dict[str, float] = {}
     for metric, keys in METRIC_KEYS.items():
-        for key in keys:
-            value = extra_info.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-                found[metric] = float(value)
-                break
+        key = next((key for key in keys if key in extra_info), None)
+        value = extra_info.get(key) if key else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            found[metric] = float(value)
     return found
 
 
