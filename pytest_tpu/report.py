@@ -575,6 +575,10 @@ def to_markdown(
         out += _markdown_comparison(comparison, baseline)
     if gate:
         out += ["", gate_text(gate)]
+        # What the gate named, each regression and each row it could not resolve; its own
+        # verdict line is the one above.
+        said = [line for line in gate.get("lines", ()) if not line.startswith("regression gate")]
+        out += [""] + [f"- {line}" for line in said] if said else []
     return "\n".join(out).rstrip() + "\n"
 
 

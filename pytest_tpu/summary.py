@@ -148,7 +148,7 @@ class SummaryPlugin:
 
     def _gate(self) -> dict[str, Any] | None:
         """The gate's threshold and the session's verdict, when --fail-on-regression decided."""
-        from pytest_tpu.gate.compare import verdict_key
+        from pytest_tpu.gate.compare import gate_lines_key, verdict_key
 
         settings = self._settings()
         verdict = self.config.stash.get(verdict_key, None)
@@ -158,6 +158,7 @@ class SummaryPlugin:
             "threshold_pct": settings.fail_on_regression,
             "thresholds_pct": dict(settings.thresholds),
             "verdict": verdict,
+            "lines": self.config.stash.get(gate_lines_key, []).copy(),
         }
 
     def _write(self, path: Path, writer: Callable[[Path], None]) -> None:

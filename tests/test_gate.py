@@ -85,7 +85,8 @@ def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparis
     bench(pytester)
     for _ in range(2):
         save(pytester)
-    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=1")
+    args = ("--compare=main", "--fail-on-regression=1", "--tpu-report=out.md")
+    result = pytester.runpytest(*FAST, *args)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
@@ -94,6 +95,12 @@ def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparis
             "catches *%): their sessions differ by more than it here. Each run saved narrows a "
             "short history; --compare-ref=REF measures base and head in one job*",
         ]
+    )
+    # A pull request's summary says it too, not only "passed".
+    markdown = (pytester.path / "out.md").read_text()
+    assert "**Regression gate (time 1%): passed**" in markdown
+    assert "\n- 1 of 1 benchmark(s) cannot resolve their threshold against the saved runs" in (
+        markdown
     )
 
 
@@ -123,6 +130,13 @@ def test_save_then_compare_unchanged(pytester):
     (row,) = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
     # One saved run measures nothing between sessions: the threshold stands in, and says so.
     assert row["noise_source"].startswith("assumed 60.0% (1 saved run: the threshold")
+    gate = json.loads((pytester.path / "out.json").read_text())["gate"]
+    assert gate["verdict"] == "passed"
+    assert (
+        gate["lines"][0]
+        == "regression gate (60%): passed, 1 checked; 1 inconclusive (see the table)"
+    )
+    assert gate["lines"][-1].startswith("1 of 1 benchmark(s) cannot resolve their threshold")
 
 
 def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):

@@ -121,6 +121,9 @@ class Row:
 
 comparison_key = pytest.StashKey[list[Row]]()
 verdict_key = pytest.StashKey[str]()  # the gate's verdict: passed, failed, nothing checked
+# What the gate said in the terminal (each regression, each row it could not resolve, the verdict,
+# the hint), for the reports: a pull request's summary must not say only "passed".
+gate_lines_key = pytest.StashKey[list[str]]()
 
 
 def incompatibility(base: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:

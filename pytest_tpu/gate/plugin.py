@@ -30,6 +30,7 @@ from pytest_tpu.gate.compare import (
     compare_one,
     compare_runs,
     comparison_key,
+    gate_lines_key,
     regressions,
     verdict_key,
 )
@@ -354,10 +355,11 @@ class GatePlugin:
     def _decide(self, session: pytest.Session, rows: list[Row]) -> None:
         threshold = self.settings.fail_on_regression or 5.0
         gated = [r for r in rows if r.metric in self._thresholds_of(r.nodeid)]
-        self.lines += gate_lines(gated or rows, threshold, self.settings.compare)
+        said = gate_lines(gated or rows, threshold, self.settings.compare)
         hint = between_sessions_hint(gated or rows, self._time_thresholds(rows))
-        if hint:  # stored runs only: a same-job session says its own
-            self.lines.append(hint)
+        said += [hint] if hint else []  # stored runs only: a same-job session says its own
+        self.lines += said
+        self.config.stash[gate_lines_key] = said
         failing = regressions(gated)
         if failing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REGRESSION_EXIT_CODE

@@ -25,7 +25,13 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.gate.compare import Row, comparison_key, regressions, verdict_key
+from pytest_tpu.gate.compare import (
+    Row,
+    comparison_key,
+    gate_lines_key,
+    regressions,
+    verdict_key,
+)
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
 from pytest_tpu.results import REPORT_ATTR, results_key
@@ -354,7 +360,9 @@ class HeadPlugin:
                 self.config.stash[verdict_key] = "not applied (interrupted)"
             return
         if self.settings.gating:  # same job: time only (memory and compile need a history)
-            self.lines += gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
+            said = gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
+            self.lines += said
+            self.config.stash[gate_lines_key] = said
             self.config.stash[verdict_key] = gate_verdict(rows)
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
