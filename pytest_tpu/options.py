@@ -249,8 +249,9 @@ def add_options(parser: pytest.Parser) -> None:
         parser,
         "--accelerator",
         "Device kinds to run on: comma list of "
-        "cpu, gpu, tpu; 'all' or 'auto' (default: every kind; a missing kind is skipped with "
-        "the reason, and a missing kind named explicitly is a usage error). "
+        "cpu, gpu, tpu; 'all' (every kind, a missing one skipped with the reason) or 'auto' "
+        "(default: the kinds whose device files or TPU variables are there; the header names "
+        "the missing ones and why). A missing kind named explicitly is a usage error. "
         "Environment: PYTEST_ACCELERATOR.",
         type=parse_accelerator,
         metavar="KINDS",

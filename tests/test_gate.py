@@ -538,3 +538,21 @@ def test_a_benchmark_left_out_on_purpose_is_not_missing_and_a_removed_one_is(pyt
     pytester.makepyfile(test_two=TWO.split("def test_two")[0])
     result = pytester.runpytest(*FAST, "--compare=main", "test_two.py")
     result.stdout.fnmatch_lines(["compared with baseline *: 1 [a-z]*, 1 missing (table below)"])
+
+
+def test_a_gate_over_no_measured_benchmark_says_nothing_was_checked(pytester):
+    bench(pytester)
+    save(pytester).assert_outcomes(passed=1)
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    args = ("test_plain.py", "--compare=main", "--fail-on-regression=5", "--tpu-report=out.json")
+    result = pytester.runpytest(*FAST, *args)
+    result.stdout.fnmatch_lines(
+        [
+            "compared with baseline *: nothing (no benchmark measured in this session)",
+            "regression gate (5%): NOTHING CHECKED - no benchmark was measured *",
+        ]
+    )
+    assert "(table below)" not in result.stdout.str()  # no table follows
+    assert "passed, " not in result.stdout.str()
+    gate = json.loads((pytester.path / "out.json").read_text())["gate"]
+    assert gate["verdict"] == "nothing checked"

@@ -29,8 +29,10 @@ def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[
     for row in rows:
         key = row.verdict if row.status == "compared" and row.verdict else row.status
         counts[key] = counts.get(key, 0) + 1
-    shown = ", ".join(f"{count} {status}" for status, count in counts.items()) or "nothing"
     what = f"baseline {path}" if baseline else path
+    if not rows:  # no table follows: say what there was to compare, not "(table below)"
+        return [f"compared with {what}: nothing (no benchmark measured in this session)"]
+    shown = ", ".join(f"{count} {status}" for status, count in counts.items())
     # One line: the rows are the comparison table's, drawn once by the summary.
     return [f"compared with {what}: {shown} (table below)"]
 
