@@ -501,12 +501,22 @@ def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
             r.kind,
             _comparison_value(r, r.baseline),
             _comparison_value(r, r.current),
-            units.format_change(r.change_pct, r.ci_low, r.ci_high),
+            _change_cell(r),
             verdict_text(r.verdict, fmt, r.regression),
         ]
         for r in sort_comparison(rows)
     ]
     return fit(body, headers, fmt, label_cols=2)
+
+
+def _change_cell(row: ComparisonRow) -> str:
+    """The change with its interval; a calibrated one says so in the cell, because its baseline
+    and current are raw times and can differ by the machine's drift (52 ms -> 71 ms, +12 %)."""
+    change = units.format_change(row.change_pct, row.ci_low, row.ci_high)
+    if row.mode != "calibrated" or row.change_pct is None:
+        return change
+    drift = f", machine {row.machine_pct:+.0f}%" if row.machine_pct is not None else ""
+    return f"{change} (calibrated{drift})"
 
 
 def verdict_text(verdict: str, fmt: str, regression: bool) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -185,6 +186,14 @@ def test_comparison_puts_regressions_first_and_marks_them():
         "test_f", "test_b", "test_a", "test_d", "test_e",
     ]  # fmt: skip
     assert report.comparison_notes(ROWS) == ["test_e on cpu: not run this time"]
+
+
+def test_a_calibrated_change_says_so_beside_the_raw_times_it_disagrees_with():
+    row = replace(comparison("test_k", "inconclusive", 12.0, -28.0, 75.0), mode="calibrated")
+    row = replace(row, baseline=0.052, current=0.071, machine_pct=17.2)  # raw: +37 %
+    line = report.comparison_table([row]).splitlines()[2]
+    assert "+12% [-28, +75] (calibrated, machine +17%)" in line
+    assert "(calibrated" not in report.comparison_table(ROWS)  # raw and paired rows: as they are
 
 
 def test_a_slowdown_within_the_threshold_is_said_not_shouted():
