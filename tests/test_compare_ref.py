@@ -615,6 +615,22 @@ def test_whole_runs_alternate_where_a_device_admits_one_process(repo):
     assert len(worktrees(repo)) == 1
 
 
+PINNABLE = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning a thread needs Linux and two cores",
+)
+
+
+def affinities(repo, monkeypatch, name, source):
+    """Run ``source`` under --compare-ref=HEAD; the JSON lines it logged to ``AFFINITY_LOG``,
+    and pytester's result."""
+    commit(repo, name, test_bench=source)
+    log = repo.path / "affinity.jsonl"
+    monkeypatch.setenv("AFFINITY_LOG", str(log))
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    return [json.loads(line) for line in log.read_text().splitlines()], result
+
+
 PINNED = """
 import json, os, threading
 
@@ -647,20 +663,13 @@ def test_after():
 """
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="pinning a thread needs Linux and two cores",
-)
+@PINNABLE
 def test_both_sides_pin_every_thread_the_same_way_and_give_every_core_back(repo, monkeypatch):
-    commit(repo, "pinned", test_bench=PINNED)
-    log = repo.path / "affinity.jsonl"
-    monkeypatch.setenv("AFFINITY_LOG", str(log))
-    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    logged, result = affinities(repo, monkeypatch, "pinned", PINNED)
     result.stdout.fnmatch_lines(["compare-ref: *, every thread pinned alike, the rounds on core*"])
     every = sorted(os.sched_getaffinity(0))
     seen: dict[int, list[tuple[str, list[list[int]]]]] = {}
-    for line in log.read_text().splitlines():
-        pid, where, cores = json.loads(line)
+    for pid, where, cores in logged:
         seen.setdefault(pid, []).append((where, cores))
     assert len(seen) == 2  # head and base
     placements = set()
@@ -716,20 +725,13 @@ def test_helped(benchmark):
 """
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="pinning a thread needs Linux and two cores",
-)
+@PINNABLE
 def test_a_helper_that_works_beside_the_calling_thread_gets_another_core(repo, monkeypatch):
     # Pinned in the order threads were made, the helper landed on the calling thread's core,
     # where each waited on the other (numpy's OpenBLAS: 85 us calls timed at 11.9 ms).
-    commit(repo, "helped", test_bench=HELPED)
-    log = repo.path / "affinity.jsonl"
-    monkeypatch.setenv("AFFINITY_LOG", str(log))
-    repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    logged, _ = affinities(repo, monkeypatch, "helped", HELPED)
     rounds: dict[int, list[list[list[int]]]] = {}
-    for line in log.read_text().splitlines():
-        pid, cores = json.loads(line)
+    for pid, cores in logged:
         rounds.setdefault(pid, []).append(cores)
     assert len(rounds) == 2  # head and base
     placements = set()
