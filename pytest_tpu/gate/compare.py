@@ -126,6 +126,12 @@ verdict_key = pytest.StashKey[str]()  # the gate's verdict: passed, failed, noth
 gate_lines_key = pytest.StashKey[list[str]]()
 
 
+def remember_gate(config: pytest.Config, said: list[str], verdict: str) -> None:
+    """Keep what the gate said and its verdict together, for the reports."""
+    config.stash[gate_lines_key] = said
+    config.stash[verdict_key] = verdict
+
+
 def incompatibility(base: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
     """Why two environments measure different things, or None when they are comparable."""
     fields = list(KEY_FIELDS)
@@ -424,16 +430,16 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
     shrunk = current < base * (1 - threshold)
     verdict = "slower" if grown else "faster" if shrunk else "unchanged"
     source = f"the memory its calls added, against the largest of {len(history)} saved runs"
-    floored = min(largest, now) < MEMORY_FLOOR_BYTES
     floor = f"{MEMORY_FLOOR_BYTES // 2**20} MiB"
+    reason = (
+        f"an increase under {floor} counts as {floor}: below that the process's allocator, "
+        "not the code, decides its peak"
+    )
     return Row(
         verdict=verdict,
         regression=grown,
         noise_source=source,
-        reason=f"an increase under {floor} counts as {floor}: below that the process's "
-        "allocator, not the code, decides its peak"
-        if floored
-        else "",
+        reason=reason if min(largest, now) < MEMORY_FLOOR_BYTES else "",
         **{**common, "change": current / base - 1},
     )
 

@@ -25,13 +25,13 @@ def sure(value: float | None) -> str:
 
 def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[str]:
     """Summary lines of a comparison: counts, then one line per benchmark."""
+    what = f"baseline {path}" if baseline else path
+    if not rows:  # no table follows: say what there was to compare, not "(table below)"
+        return [f"compared with {what}: nothing (no benchmark measured in this session)"]
     counts: dict[str, int] = {}
     for row in rows:
         key = row.verdict if row.status == "compared" and row.verdict else row.status
         counts[key] = counts.get(key, 0) + 1
-    what = f"baseline {path}" if baseline else path
-    if not rows:  # no table follows: say what there was to compare, not "(table below)"
-        return [f"compared with {what}: nothing (no benchmark measured in this session)"]
     shown = ", ".join(f"{count} {status}" for status, count in counts.items())
     # One line: the rows are the comparison table's, drawn once by the summary.
     return [f"compared with {what}: {shown} (table below)"]

@@ -30,9 +30,8 @@ from pytest_tpu.gate.compare import (
     compare_one,
     compare_runs,
     comparison_key,
-    gate_lines_key,
     regressions,
-    verdict_key,
+    remember_gate,
 )
 from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, summarize
 from pytest_tpu.gate.lines import (
@@ -359,11 +358,10 @@ class GatePlugin:
         hint = between_sessions_hint(gated or rows, self._time_thresholds(rows))
         said += [hint] if hint else []  # stored runs only: a same-job session says its own
         self.lines += said
-        self.config.stash[gate_lines_key] = said
+        remember_gate(self.config, said, gate_verdict(gated or rows))
         failing = regressions(gated)
         if failing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REGRESSION_EXIT_CODE
-        self.config.stash[verdict_key] = gate_verdict(gated or rows)
         self.failing = [row.nodeid for row in failing]
 
     def _scope(self, session: pytest.Session) -> Scope | None:

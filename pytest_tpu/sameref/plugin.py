@@ -28,8 +28,8 @@ import pytest
 from pytest_tpu.gate.compare import (
     Row,
     comparison_key,
-    gate_lines_key,
     regressions,
+    remember_gate,
     verdict_key,
 )
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
@@ -362,8 +362,7 @@ class HeadPlugin:
         if self.settings.gating:  # same job: time only (memory and compile need a history)
             said = gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
             self.lines += said
-            self.config.stash[gate_lines_key] = said
-            self.config.stash[verdict_key] = gate_verdict(rows)
+            remember_gate(self.config, said, gate_verdict(rows))
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
 
