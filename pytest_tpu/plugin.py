@@ -171,7 +171,11 @@ def pytest_report_collectionfinish(
     if not (wanted or state.discovered):
         return None
     config.stash[header_shown_key] = True
-    return state.inventory().header_line()
+    line = state.discover().header_line()
+    problem = state.usage_problem()
+    if problem:  # before any test runs: pytest prints it as "ERROR: ..." and exits 4
+        raise pytest.UsageError(problem)
+    return line
 
 
 @pytest.fixture

@@ -36,8 +36,18 @@ class DeviceSession:
         """Discover devices the first time they are needed, then reuse the answer.
 
         A kind named explicitly in ``--accelerator`` but missing ends the session as a usage
-        error (exit 4) right here, at the first device setup: collection never probes.
+        error (exit 4). The header finds it first (``usage_problem``) wherever a selected test
+        uses a device; this exit is for a device fixture requested dynamically, which pytest
+        reports with its ``Exit`` prefix. Collection never probes.
         """
+        found = self.discover()
+        problem = self.usage_problem()
+        if problem:
+            pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
+        return found
+
+    def discover(self) -> Inventory:
+        """The devices present, found once (a missing explicit kind is not checked here)."""
         if self._inventory is None:
             from pytest_tpu.devices import discover
 
@@ -45,13 +55,14 @@ class DeviceSession:
             self._inventory = discover(
                 settings.virtual_cpus, settings.tpu_timeout, settings.tpu_threads
             )
-            missing = self.missing_explicit()
-            if missing:
-                pytest.exit(
-                    "--accelerator asked for devices that are not present: " + "; ".join(missing),
-                    returncode=pytest.ExitCode.USAGE_ERROR,
-                )
         return self._inventory
+
+    def usage_problem(self) -> str | None:
+        """Why the session cannot run as asked: a kind ``--accelerator`` names is missing."""
+        missing = self.missing_explicit()
+        if not missing:
+            return None
+        return "--accelerator asked for devices that are not present: " + "; ".join(missing)
 
     def accelerator(self, kind: str) -> Accelerator:
         """The device of ``kind``; skips the test with the reason when it is missing."""

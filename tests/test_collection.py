@@ -58,7 +58,9 @@ def test_missing_device_skips_at_setup_with_the_reason(mixed: pytest.Pytester):
 def test_a_missing_device_named_explicitly_is_a_usage_error(mixed: pytest.Pytester):
     result = mixed.runpytest_subprocess("--accelerator=tpu", "-k", "device")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*--accelerator asked for devices that are not present: tpu*"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: --accelerator asked for devices that are not present: tpu*"]
+    )
 
 
 def test_without_tensorflow_the_file_collects_and_device_tests_skip(mixed: pytest.Pytester):

@@ -52,9 +52,11 @@ def test_explicit_missing_kind_is_a_usage_error_saying_why(pytester: pytest.Pyte
     pytester.makepyfile(TRAIN_STEP)
     result = pytester.runpytest_subprocess("--accelerator=tpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(
-        ["*--accelerator asked for devices that are not present: tpu: no TPU*"]
+    # Said before any test runs, as pytest says a usage error: no "_pytest.outcomes.Exit" prefix.
+    result.stderr.fnmatch_lines(
+        ["ERROR: --accelerator asked for devices that are not present: tpu: no TPU*"]
     )
+    assert "outcomes.Exit" not in result.stdout.str() + result.stderr.str()
 
 
 def test_virtual_cpus_give_a_mirrored_strategy_over_two_replicas(pytester: pytest.Pytester):
