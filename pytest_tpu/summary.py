@@ -112,7 +112,7 @@ class SummaryPlugin:
         """Devices missing from this machine, with reasons; only if discovery already ran:
         never probe for a summary."""
         state = self.config.stash[session_key]
-        return dict(state.inventory().missing) if state.discovered else {}
+        return dict(state.discover().missing) if state.discovered else {}
 
     def _comparison(self) -> list[ComparisonRow] | None:
         rows = self.config.stash.get(comparison_key, None)

@@ -831,3 +831,14 @@ def test_a_resolving_session_gives_both_styles_more_rounds_on_both_sides(repo, m
     pairs = {r["name"]: r["noise_source"].partition(" paired")[0] for r in rows}
     # The base took as many, round next to round.
     assert pairs == {"test_bench.py::test_fn": "20", "test_bench.py::test_ped": "60"}
+
+
+def test_a_missing_device_named_explicitly_ends_a_same_job_session_cleanly(repo):
+    commit(repo, "a device test", test_device="def test_on(accelerator):\n    assert accelerator\n")
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--accelerator=tpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accelerator asked for devices that are not present*"])
+    # Seen before: the summary asked for the devices again and printed "could not draw the
+    # summary: Exit(...)".
+    assert "could not draw" not in result.stdout.str() + result.stderr.str()
+    assert len(worktrees(repo)) == 1
