@@ -1,4 +1,4 @@
-"""Does --compare-ref hold? A/A, +5 % and +10 % commits, quiet and with a bursty neighbour.
+"""Does --compare-ref hold? A/A, +5 % and +10 % commits, quiet and with neighbours.
 
 Builds a throwaway git repository whose benchmark file (the gate experiment's matmul chain, Keras
 CNN and numpy workloads, both pytest-benchmark styles, three copies each) is committed once as the
@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # experiments/conditions.py
 
-from conditions import neighbour  # noqa: E402
+from conditions import machine  # noqa: E402
 
 WORKLOADS = HERE.parent / "gate" / "workloads.py"
 ARMS = (0.0, 0.05, 0.10)
@@ -197,7 +197,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threshold", type=float, default=5.0)
-    parser.add_argument("--conditions", default="quiet,neighbour")
+    parser.add_argument(
+        "--conditions",
+        default="quiet,neighbour",
+        help="comma list of quiet, neighbour, steady, both (experiments/conditions.py)",
+    )
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep the repositories and logs here")
     parser.add_argument("--table", type=Path, help="only print the table of an --out file")
@@ -214,14 +218,8 @@ def main() -> None:
         root = options.keep or Path(scratch)
         root.mkdir(parents=True, exist_ok=True)
         for name in options.conditions.split(","):
-            stop = root / f"stop-{name}"
-            busy = neighbour(stop) if name == "neighbour" else None
-            try:
+            with machine(name, root / f"stop-{name}"):
                 condition(name, options, root, records)
-            finally:
-                stop.touch()
-                if busy is not None:
-                    busy.wait(timeout=30)
     print(table(records))
     sessions = {(r["condition"], r["session"]): r for r in records}
     ratios = sorted(float(r["seconds"]) / float(r["plain_s"]) for r in sessions.values())

@@ -1,7 +1,8 @@
 """Does the regression gate hold? Stored baselines, unchanged and slower code, quiet and loaded.
 
-For each machine condition (quiet; a neighbour keeping one core busy in random bursts of 1-5 s;
-or ``quiet>neighbour``: the history saved quiet and the comparisons made beside the neighbour) this
+For each machine condition (``experiments/conditions.py``: quiet; a neighbour keeping one core busy
+in random bursts of 1-5 s; one keeping a core busy all the time, ``steady``; two bursty ones,
+``both``; or ``quiet>neighbour``: the history saved in one, the comparisons made in the other) this
 saves a baseline history of ``--history`` sessions of ``workloads.py`` (four kinds of work,
 both pytest-benchmark styles, three identical copies each), then runs ``--repeats`` comparison
 sessions. In session ``i`` the copies do 0 %, 5 % and 10 % more work, rotated, so every session
@@ -25,14 +26,12 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # experiments/conditions.py
 
-from conditions import neighbour  # noqa: E402
+from conditions import machine  # noqa: E402
 
 ROOT = HERE.parent.parent
 ARMS = (0.0, 0.05, 0.10)
@@ -87,18 +86,6 @@ def parse(out: str, report: Path, arms: dict[str, float]) -> list[dict[str, obje
             }
         )
     return records
-
-
-@contextmanager
-def machine(state: str, stop: Path) -> Iterator[None]:
-    """The machine ``quiet``, or with the bursty neighbour until the block ends."""
-    busy = neighbour(stop) if state == "neighbour" else None
-    try:
-        yield
-    finally:
-        stop.touch()
-        if busy is not None:
-            busy.wait(timeout=30)
 
 
 def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[str, object]]:
@@ -194,7 +181,7 @@ def main() -> None:
     parser.add_argument(
         "--conditions",
         default="quiet,neighbour",
-        help="comma list of quiet, neighbour, or A>B: history saved in A, compared in B",
+        help="comma list: quiet, neighbour, steady, both, or A>B (history in A, compared in B)",
     )
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep baselines and logs in this folder")
