@@ -13,6 +13,7 @@ the controller on the test report instead (``results.REPORT_ATTR``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -32,29 +33,39 @@ except ImportError:  # Windows: no flock; sessions there are not serialised
 CANDIDATES = 16
 
 
-def lock_dir() -> Path:
+def lock_dir(create: bool = True) -> Path | None:
     """One directory per user, so users do not share each other's lock files.
 
     A file, a symlink or another user's directory in the way (left over, or planted) is passed
     over for the next name in a fixed sequence, so every worker of a run still picks the same.
+    Without ``create``: the directory in use, or None where there is none yet.
     """
     uid = os.getuid() if hasattr(os, "getuid") else 0
     base = Path(tempfile.gettempdir()) / f"pytest-tpu-locks-{uid}"
     names = [base, *(base.with_name(f"{base.name}-{n}") for n in range(1, CANDIDATES))]
     for candidate in names:
-        if _ours(candidate, uid):
+        if _ours(candidate, uid, create):
             return candidate
+        if not create and not candidate.exists():
+            return None  # the sequence stops at the first free name
+    if not create:
+        return None
     raise OSError(f"pytest-tpu: no usable lock directory: {base} and its -1..-15 are all taken")
 
 
-def _ours(path: Path, uid: int) -> bool:
-    """A real directory owned by this user, created if missing."""
+def _ours(path: Path, uid: int, create: bool) -> bool:
+    """A real directory owned by this user, created if missing (with ``create``)."""
     try:
-        path.mkdir(mode=0o700, exist_ok=True)
+        if create:
+            path.mkdir(mode=0o700, exist_ok=True)
         info = path.lstat()
     except OSError:
         return False
     return stat.S_ISDIR(info.st_mode) and (not hasattr(os, "getuid") or info.st_uid == uid)
+
+
+def _safe(run_id: str) -> str:
+    return "".join(c for c in run_id if c.isalnum())[:64]
 
 
 @contextmanager
@@ -64,13 +75,26 @@ def device_lock(run_id: str, kind: str) -> Iterator[None]:
         yield
         return
     directory = lock_dir()
-    safe_id = "".join(c for c in run_id if c.isalnum())[:64]
-    with open(directory / f"{safe_id}-{kind}.lock", "a+") as handle:
+    assert directory is not None  # created, or OSError
+    with open(directory / f"{_safe(run_id)}-{kind}.lock", "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def remove_locks(run_ids: set[str]) -> None:
+    """Remove the lock files of runs that have ended (on the controller, after its workers):
+    one file per run and device kind would otherwise pile up in the temporary directory."""
+    directory = lock_dir(create=False) if fcntl is not None and run_ids else None
+    if directory is None:
+        return
+    for run_id in run_ids:
+        safe_id = _safe(run_id)
+        for path in directory.glob(f"{safe_id}-*.lock") if safe_id else ():
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def measure_on_worker(item: pytest.Item) -> None:

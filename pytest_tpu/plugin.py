@@ -254,8 +254,12 @@ class ResultCollector:
     def __init__(self, config: pytest.Config, store: ResultStore) -> None:
         self.config = config
         self.store = store
+        self.runs: set[str] = set()  # xdist's run ids (its workers may have taken device locks)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        run_id = getattr(report, "testrun_uid", None)  # set by xdist on its workers' reports
+        if run_id:
+            self.runs.add(str(run_id))
         data = getattr(report, REPORT_ATTR, None)
         # A "rerun" report (pytest-rerunfailures) is an attempt, not the test's outcome: only
         # the final attempt counts.
@@ -265,3 +269,9 @@ class ResultCollector:
         self.store.add(result)
         if result.kind:
             register_summary(self.config)
+
+    def pytest_sessionfinish(self) -> None:
+        if self.runs:  # the controller, after its workers: their locks are free
+            from pytest_tpu.devicelock import remove_locks
+
+            remove_locks(self.runs)
