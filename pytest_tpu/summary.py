@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_tpu.options import Settings
+from pytest_tpu.files import write_atomic, write_text_atomic
+from pytest_tpu.options import SAVE_FAILED_EXIT_CODE, Settings
 from pytest_tpu.results import results_key
 from pytest_tpu.session import header_shown_key, session_key
 
@@ -73,6 +75,11 @@ def unwritable(path: Path) -> str | None:
         return f"{folder} is not a directory"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"the folder {folder} is not writable"
+    try:  # what access() cannot see: /proc, a read-only mount, a full disk (root passes access)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return f"cannot create a file in the folder {folder}: {exc.strerror or exc}"
     return None
 
 
@@ -82,6 +89,7 @@ class SummaryPlugin:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.written: list[str] = []  # lines for the terminal about the files written
+        self.failed_writes = 0  # reports that could not be written: the session exits 7
 
     @property
     def _worker(self) -> bool:
@@ -141,6 +149,9 @@ class SummaryPlugin:
             )
         if settings.report_plot is not None:
             self._write(settings.report_plot, lambda p: _write_plot(p, tables, comparison))
+        if self.failed_writes and session.exitstatus == pytest.ExitCode.OK:
+            # A CI step that reads the report must not find it missing after a green run.
+            session.exitstatus = SAVE_FAILED_EXIT_CODE
 
     def _against(self) -> str | None:
         settings = self._settings()
@@ -166,7 +177,10 @@ class SummaryPlugin:
             path.parent.mkdir(parents=True, exist_ok=True)
             writer(path)
         except Exception as exc:  # a report must never turn a run into a traceback
-            self.written.append(f"pytest-tpu: could not write {path}: {exc!r}")
+            self.failed_writes += 1
+            self.written.append(
+                f"pytest-tpu: could not write {path}: {exc!r} (exit code {SAVE_FAILED_EXIT_CODE})"
+            )
         else:
             self.written.append(f"pytest-tpu: wrote {path}")
 
@@ -306,7 +320,7 @@ def _write_report(
         text = report.to_markdown(tables, comparison, baseline, missing, gate)
         if scaling_rows:
             text = text.rstrip("\n") + "\n\n" + scaling.to_markdown(scaling_rows)
-    path.write_text(text, encoding="utf-8")
+    write_text_atomic(path, text)
 
 
 def _write_plot(
@@ -314,4 +328,4 @@ def _write_plot(
 ) -> None:
     from pytest_tpu import plot
 
-    plot.draw(path, tables, comparison)
+    write_atomic(path, lambda temporary: plot.draw(temporary, tables, comparison))

@@ -269,7 +269,7 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, monkeypatc
     def broken(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store.os, "replace", broken)
+    monkeypatch.setattr("pytest_tpu.files.os.replace", broken)
     with pytest.raises(OSError, match="disk full"):
         store.save(tmp_path, "main", [new_run(result(samples=(1.0, 2.0)))], ENV)
     assert path.read_bytes() == before

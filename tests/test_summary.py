@@ -169,6 +169,12 @@ def test_bad_report_suffix_is_a_usage_error_before_any_test(bench, option, expec
             "--tpu-report-plot=afile/deeper/out.svg",
             "*--tpu-report-plot=*out.svg: *afile is not a dir*",
         ),
+        # Writable to os.access as root, yet no file can be made there (seen before: every
+        # benchmark ran, then "could not write", exit 0).
+        (
+            "--tpu-report=/proc/out.json",
+            "*/proc/out.json: cannot create a file in the folder /proc*",
+        ),
     ],
 )
 def test_unwritable_report_path_is_a_usage_error_before_any_test(bench, option, expected):
@@ -178,6 +184,24 @@ def test_unwritable_report_path_is_a_usage_error_before_any_test(bench, option, 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {expected}"])
     result.stdout.no_fnmatch_line("*passed*")
+
+
+def test_a_report_that_cannot_be_written_at_the_end_fails_the_session_with_exit_7(pytester):
+    # The path was free at the start; a test took it (as another job could) before the end.
+    pytester.makepyfile(
+        """
+        import pathlib
+
+        def test_takes_the_path(benchmark):
+            pathlib.Path("out.md").mkdir()
+            benchmark(sum, range(10))
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--tpu-report=out.md")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 7
+    result.stdout.fnmatch_lines(["pytest-tpu: could not write *out.md: *(exit code 7)"])
+    assert not list(pytester.path.glob(".out-*")), "a half-written report was left"
 
 
 def test_a_read_only_folder_is_named(tmp_path, monkeypatch):

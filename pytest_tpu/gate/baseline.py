@@ -18,9 +18,7 @@ import argparse
 import importlib
 import json
 import math
-import os
 import platform
-import stat
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_tpu.files import write_text_atomic
 from pytest_tpu.gate.compare import Side, incompatibility
 from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, sessions, summarize
 from pytest_tpu.options import parse_baseline_name
@@ -323,35 +322,8 @@ def _machine_info(environment: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
-    """Write ``document`` as JSON to ``path``: readers see the old file or the new, never a mix.
-
-    The temporary file lives in the same directory, so ``os.replace`` is a rename on one file
-    system (atomic on POSIX and Windows). It gets the mode a plain ``open`` would give (0644
-    under the usual umask), or the existing file's mode when it replaces one.
-    """
-    text = json.dumps(document, indent=2, allow_nan=False)
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp", delete=False
-    )
-    try:
-        with handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(handle.name, _mode_for(path))
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
-
-
-def _mode_for(path: Path) -> int:
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+    """Write ``document`` as JSON to ``path``: readers see the old file or the new, never a mix."""
+    write_text_atomic(path, json.dumps(document, indent=2, allow_nan=False))
 
 
 def check_target(directory: Path, name: str) -> str | None:
