@@ -29,6 +29,7 @@ class BenchResult:
     outcome: str = "passed"  # "passed" | "failed"
     error: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    iterations: int = 1  # calls per round (pedantic's iterations, benchmark(fn)'s calibration)
 
     @property
     def kind(self) -> str:
@@ -140,7 +141,13 @@ def result_from_item(item: pytest.Item, report: pytest.TestReport) -> BenchResul
         outcome=outcome,
         error=error,
         options=options,
+        iterations=_iterations(stats),
     )
+
+
+def _iterations(stats: Any) -> int:
+    value = getattr(stats, "iterations", 1)
+    return value if isinstance(value, int) and value >= 1 else 1
 
 
 def _options(stats: Any) -> dict[str, Any]:

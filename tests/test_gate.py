@@ -556,3 +556,18 @@ def test_a_gate_over_no_measured_benchmark_says_nothing_was_checked(pytester):
     assert "passed, " not in result.stdout.str()
     gate = json.loads((pytester.path / "out.json").read_text())["gate"]
     assert gate["verdict"] == "nothing checked"
+
+
+def test_a_saved_baseline_says_the_iterations_pytest_benchmark_s_own_file_says(pytester):
+    pytester.makepyfile(
+        """
+        def test_iter(benchmark):
+            benchmark.pedantic(sum, (range(100),), iterations=5, rounds=4)
+        """
+    )
+    save(pytester, "--benchmark-json=own.json").assert_outcomes(passed=1)
+    own = json.loads((pytester.path / "own.json").read_text())["benchmarks"][0]["stats"]
+    saved = json.loads(baseline_file(pytester).read_text())["benchmarks"][0]["stats"]
+    # Seen before: 1 in the baseline for a benchmark pytest-benchmark says ran 5 a round.
+    assert own["iterations"] == saved["iterations"] == 5
+    assert saved["rounds"] == own["rounds"] == 4

@@ -195,7 +195,7 @@ def side_of(
 # --------------------------------------------------------------------------- save
 
 
-def _stats(samples: Sequence[float]) -> dict[str, Any]:
+def _stats(samples: Sequence[float], iterations: int) -> dict[str, Any]:
     """pytest-benchmark's own statistics of the rounds, so its tools read the file.
 
     Like pytest-benchmark's own saves (without --benchmark-save-data), the rounds themselves are
@@ -206,7 +206,7 @@ def _stats(samples: Sequence[float]) -> dict[str, Any]:
     for sample in samples:
         stats.update(sample)
     data: dict[str, Any] = stats.as_dict()
-    data["iterations"] = 1
+    data["iterations"] = iterations  # as pytest-benchmark's own files say it
     # A round of 5e-324 s makes pytest-benchmark's ops infinite: JSON has no infinity.
     return {
         k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()
@@ -226,7 +226,7 @@ def _benchmark_entry(
         "param": result.nodeid.partition("[")[2].rstrip("]") or None,
         "extra_info": dict(result.extra_info),
         "options": dict(result.options),
-        "stats": _stats(result.samples),
+        "stats": _stats(result.samples, result.iterations),
         SECTION: {
             "environment": benchmark_environment(result.extra_info, result.options),
             "history": [run.to_json() for run in history],
