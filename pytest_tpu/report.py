@@ -45,7 +45,16 @@ METRIC_NAMES = {
     "step_ms": "step time",
     "samples_per_s": "throughput",
 }
-VERDICTS = ("slower", "inconclusive", "faster", "unchanged", "new", "missing", "incompatible")
+VERDICTS = (
+    "slower",
+    "inconclusive",
+    "faster",
+    "unchanged",
+    "new",
+    "missing",
+    "unmeasured",
+    "incompatible",
+)
 
 
 @dataclass(frozen=True)
@@ -528,17 +537,26 @@ def verdict_text(verdict: str, fmt: str, regression: bool) -> str:
 
 
 def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
-    """One note per row that has something to say: how it was measured, and why its verdict.
+    """A note per row that has something to say (how it was measured, why its verdict), once
+    for rows that say the same.
 
     Whole, never cut to the table's width: the end of a note (the smallest change it could
     detect, what a re-measurement found) is the part a reader needs.
     """
-    notes = []
+    said: dict[str, list[str]] = {}  # note -> the rows that have it, in table order
     for r in sort_comparison(rows):
         text = "; ".join(part for part in (r.note, row_details(r)) if part)
         if text:
-            notes.append(f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}: {text}")
-    return notes
+            said.setdefault(text, []).append(
+                f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}"
+            )
+    return [f"{_who(names)}: {text}" for text, names in said.items()]
+
+
+def _who(names: Sequence[str]) -> str:
+    """The rows a note is about; a note the same for many rows (``--benchmark-disable``) is said
+    once, for their number, not once per row."""
+    return ", ".join(names) if len(names) <= 2 else f"{len(names)} benchmarks"
 
 
 def comparison_counts(rows: Iterable[ComparisonRow]) -> dict[str, int]:

@@ -540,6 +540,29 @@ def test_a_benchmark_left_out_on_purpose_is_not_missing_and_a_removed_one_is(pyt
     result.stdout.fnmatch_lines(["compared with baseline *: 1 [a-z]*, 1 missing (table below)"])
 
 
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--benchmark-disable"], "ran once, unmeasured: --benchmark-disable"),
+        (["-n", "2"], "ran unmeasured: pytest-benchmark measures nothing under pytest-xdist*"),
+    ],
+)
+def test_benchmarks_that_ran_unmeasured_are_not_called_missing(pytester, args, why):
+    bench(pytester)
+    save(pytester).assert_outcomes(passed=1)
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=5", *args)
+    # Seen before: "1 missing" for a benchmark that ran, and a gate line that did not say why.
+    result.stdout.fnmatch_lines(
+        [
+            "compared with baseline *: 1 unmeasured (table below)",
+            f"regression gate (5%): NOTHING CHECKED - *(1 benchmark(s) {why})",
+            "test_work * unmeasured",
+        ],
+        consecutive=False,
+    )
+    assert result.ret == pytest.ExitCode.OK
+
+
 def test_a_gate_over_no_measured_benchmark_says_nothing_was_checked(pytester):
     bench(pytester)
     save(pytester).assert_outcomes(passed=1)

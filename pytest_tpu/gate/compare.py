@@ -91,7 +91,8 @@ class Row:
     """One line of the comparison table.
 
     ``status`` is ``compared``, ``new`` (current run only), ``missing`` (baseline only),
-    ``failed`` (failed in this run) or ``incompatible`` (``reason`` says why). ``base_value`` and
+    ``unmeasured`` (ran without a measurement), ``failed`` (failed in this run) or
+    ``incompatible`` (``reason`` says why). ``base_value`` and
     ``current_value`` are round-time locations in seconds; ``change``/``low``/``high`` the round
     time's relative change and interval, calibrated when ``calibrated``.
     """
@@ -506,16 +507,20 @@ def compare_runs(
     failed: Iterable[str] = (),
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     scope: Scope | None = None,
+    unmeasured: tuple[Iterable[str], str] = ((), ""),
 ) -> list[Row]:
-    """Every row: compared, new, failed in this run, or missing from this run.
+    """Every row: compared, new, failed in this run, not measured, or missing from this run.
 
     ``thresholds`` holds a benchmark's own thresholds per metric (fractions), from its marker
     and the session's --fail-on-regression; ``threshold`` is the time threshold otherwise.
     ``scope`` is what this session collected, where known: a saved benchmark is ``missing`` only
     from a file it collected, and not when it was deselected -- one left out on purpose is no
-    news.
+    news. ``unmeasured`` is the tests that passed in this run, and why a saved benchmark among
+    them has no measurement (``--benchmark-disable``, pytest-xdist): such a row is ``unmeasured``,
+    not ``missing``.
     """
     failed = set(failed) - set(current)
+    ran, why = set(unmeasured[0]), unmeasured[1]
     rows = []
     for key, side in current.items():
         if key not in base:
@@ -529,7 +534,11 @@ def compare_runs(
     for key in sorted(failed):
         rows.append(Row(nodeid=key, status="failed", base_value=_location(base.get(key), True)))
     for key, side in base.items():
-        if key not in current and key not in failed and (scope is None or scope.reaches(key)):
+        if key in current or key in failed:
+            continue
+        if key in ran:
+            rows.append(Row(key, "unmeasured", base_value=_location(side, True), reason=why))
+        elif scope is None or scope.reaches(key):
             rows.append(Row(nodeid=key, status="missing", base_value=_location(side, True)))
     return rows
 

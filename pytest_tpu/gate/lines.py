@@ -49,9 +49,15 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
     """The verdict of --fail-on-regression, naming each regressed benchmark."""
     measured = compared(rows)
     if not measured:
+        unmeasured = [row for row in rows if row.status == "unmeasured"]
+        why = (
+            f"{len(unmeasured)} benchmark(s) {unmeasured[0].reason}"
+            if unmeasured
+            else "all skipped, failed, new, incompatible or --benchmark-disable"
+        )
         return [
             f"regression gate ({threshold:g}%): NOTHING CHECKED - no benchmark was measured "
-            "against the baseline (all skipped, failed, new, incompatible or --benchmark-disable)"
+            f"against the baseline ({why})"
         ]
     failing = [row for row in measured if row.regression]
     doubtful = [row for row in measured if row.verdict == "inconclusive"]

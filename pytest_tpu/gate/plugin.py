@@ -81,6 +81,20 @@ def _summary(result: BenchResult, calibration: dict[str, Any] | None, **kw: Any)
     return run
 
 
+def unmeasured_cause(config: pytest.Config) -> str:
+    """Why a benchmark test that passed left no measurement (pytest-benchmark's own rules)."""
+    if config.getoption("benchmark_disable", False) and not config.getoption(
+        "benchmark_enable", False
+    ):
+        return "ran once, unmeasured: --benchmark-disable"
+    if config.getoption("dist", "no") != "no":
+        return (
+            "ran unmeasured: pytest-benchmark measures nothing under pytest-xdist (-n); "
+            "run the benchmarks without -n"
+        )
+    return "ran without measuring: the test no longer calls the benchmark fixture"
+
+
 class GatePlugin:
     """Saves baselines, compares with them and decides the regression verdict."""
 
@@ -98,6 +112,7 @@ class GatePlugin:
         self._env: dict[str, Any] | None = None
         self.ready = False
         self.deselected: list[pytest.Item] = []
+        self.ran: set[str] = set()  # node ids of the tests that passed in this session
 
     # ------------------------------------------------------------------ session start
 
@@ -257,6 +272,8 @@ class GatePlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
+        if report.passed:  # ran: a saved benchmark without a result here was not measured
+            self.ran.add(report.nodeid)
         for attr, bucket in (
             (remeasure.CALIBRATION_ATTR, self.seen.calibration),
             (remeasure.NOISE_ATTR, self.seen.noise),
@@ -340,6 +357,7 @@ class GatePlugin:
             failed=[result.nodeid for result in results.failed],
             thresholds={key: self._thresholds_of(key) for key in current},
             scope=self._scope(session),
+            unmeasured=(self.ran, unmeasured_cause(self.config)),
         )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(str(self.baseline.path), rows)
