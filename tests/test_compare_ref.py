@@ -177,7 +177,7 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [
-            "re-measured 1 regression(s) in a new pair of processes",
+            "re-measured 1 regression(s) in a new pair of processes (0 confirmed, 1 withdrawn)",
             "regression gate (25%): passed, 1 checked; 1 inconclusive*",
             "*test_ped: not confirmed by a new pair of processes: first +*, again *",
         ],
@@ -206,7 +206,10 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
     args = ("--compare-ref=HEAD", "--fail-on-regression=10", "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["re-measured 1 improvement(s) in a new pair of processes"])
+    stood = "1 confirmed, 0 withdrawn" if verdict == "faster" else "0 confirmed, 1 withdrawn"
+    result.stdout.fnmatch_lines(
+        [f"re-measured 1 improvement(s) in a new pair of processes ({stood})"]
+    )
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["verdict"] == verdict
     confirmed = "confirmed by a new pair" if verdict == "faster" else "not confirmed by a new pair"
@@ -269,7 +272,8 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
     result.stdout.fnmatch_lines(
         [
             "re-measured 1 regression(s) in a new pair of processes; 1 whose two pairs disagreed "
-            "measured by a third pair; 1 that three pairs left open measured by 2 more",
+            "measured by a third pair; 1 that three pairs left open measured by 2 more "
+            "(1 confirmed, 0 withdrawn)",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
         consecutive=False,
@@ -292,7 +296,7 @@ def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
     result.stdout.fnmatch_lines(
         [
             "re-measured 1 regression(s) in a new pair of processes; 1 it could not tell measured "
-            "once more with up to 4x the rounds",
+            "once more with up to 4x the rounds (1 confirmed, 0 withdrawn)",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
         consecutive=False,

@@ -146,12 +146,19 @@ def test_the_last_pair_decides_where_the_new_pair_could_not_tell():
 
 
 def test_a_withdrawn_row_shows_the_pair_that_withdrew_it_and_is_not_measured_again_for_nothing():
+    near = {**with_detectable(again(4.0, -1.1, 9.4), 8.0), "baseline": 0.1, "current": 0.104}
+    row = _judged(FIRST, near, 0.05)  # within the first pair's reach: its own numbers
+    assert (row.change, row.low, row.high) == pytest.approx((0.04, -0.011, 0.094))
+    assert row.current_value == pytest.approx(0.104)
+    assert "first +10.9% [+4.2%, +18.0%], again +4.0%" in row.reason  # the first pair, in words
     precise = {**with_detectable(again(0.7, -1.1, 2.6), 2.0), "baseline": 0.1, "current": 0.1007}
     row = _judged(FIRST, precise, 0.05)
-    assert (row.change, row.low, row.high) == pytest.approx((0.007, -0.011, 0.026))
-    assert row.current_value == pytest.approx(0.1007)
-    assert "first +10.9% [+4.2%, +18.0%], again +0.7%" in row.reason  # the first pair, in words
-    assert factor_for(row, 0.05, 4) == 0  # the new pair resolved it: nothing more to measure
+    # Ten points from the first pair, beyond both pairs' rounds: an offset between processes,
+    # which the new pair's narrow interval alone would show as a precise "no change".
+    assert row.verdict == "inconclusive" and row.change == pytest.approx(0.007)
+    assert row.low < 0 and row.high > 0.109
+    assert "the spread between the pairs counted" in row.reason
+    assert factor_for(row, 0.05, 4) == 0  # more rounds cannot resolve an offset between pairs
     wide = with_detectable(again(6.0, -2.0, 14.0), 12.0)
     assert factor_for(_judged(FIRST, wide, 0.05), 0.05, 4) == 4  # still open, leaning slower
 

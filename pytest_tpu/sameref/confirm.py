@@ -19,7 +19,9 @@ interval lies above zero (97.5 % one-sided) and reaches the threshold. A new pai
 slowdown, or one clearly below the threshold, withdraws it; the row stays ``slower`` (not a
 regression) where the new pair's 95 % interval lies above zero and its change is at least half the
 threshold -- two pairs then agree on a slowdown no offset between processes explains -- and is
-``inconclusive`` otherwise.
+``inconclusive`` otherwise; where the two pairs lie further apart than both their rounds allow,
+that row's change is uncertain by the spread between the pairs (``pairs``), not by the new
+pair's rounds alone.
 (Measured here with the stricter rule, both pairs failing on their own: the new pair withdrew 16 of
 the 23 first-pair failures of a Keras CNN made 10 % slower, most of them measured again at +4 to
 +12 % with intervals from just below to just above zero; a new pair measures only the failing
@@ -53,6 +55,7 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row, with_change
 from pytest_tpu.gate.lines import pct
+from pytest_tpu.gate.stats import Change
 from pytest_tpu.sameref import pairs, worktree
 from pytest_tpu.sameref.reportrow import number, numbers
 from pytest_tpu.sameref.rows import factor_within
@@ -167,7 +170,14 @@ def remeasure(
         else:
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
             judged.append(_judged(row, again.get(nodeid), threshold, extra))
-    return judged, line
+    return judged, line + _outcome(judged, failing + improving)
+
+
+def _outcome(judged: Sequence[Row], measured: Sequence[str]) -> str:
+    """How the re-measured rows came out, for the summary line."""
+    rows = [row for row in judged if row.nodeid in measured]
+    stood = sum(row.confirmed is True for row in rows)
+    return f" ({stood} confirmed, {len(rows) - stood} withdrawn)"
 
 
 def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> int:
@@ -285,9 +295,16 @@ def _judged(
     # the threshold: slower, no more. (Not the new pair's verdict: one pair alone says no more
     # than ``inconclusive`` there, ``rows.one_pair``; two pairs are what it lacks.)
     low, change = numbers(again, "ci_low", "change_pct") or [0.0, 0.0]  # _interval found them
-    half = threshold * 50  # half the threshold, in percent
-    still = "slower" if low > 0 and change >= half else "inconclusive"
-    return _withdrawn(row, f"not confirmed by a new pair of processes: {text}", still, again)
+    why = f"not confirmed by a new pair of processes: {text}"
+    if low > 0 and change >= threshold * 50:  # half the threshold, in percent
+        return _withdrawn(row, why, "slower", again)
+    found = pairs.across(row, [again]) if pairs.disagree(row, again) else None
+    if found is not None:
+        # Further apart than both pairs' rounds allow: the new pair's own interval would show an
+        # offset between processes as a precise "no change" (seen: a 30 us function read +7.8 %
+        # [+7.1, +8.4], then +0.3 % [-0.2, +0.8], shown "inconclusive" beside that interval).
+        return _on_spread(row, found, f"{why}; the spread between the pairs counted", threshold)
+    return _withdrawn(row, why, "inconclusive", again)
 
 
 def _improvement(row: Row, again: Mapping[str, Any] | None, threshold: float) -> Row:
@@ -365,14 +382,26 @@ def _across(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: floa
         f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {shown[0]}, "
         f"a third pair {shown[1]}" + "".join(f", then {one}" for one in shown[2:])
     )
-    base = row.base_value
-    current = None if base is None else base * (1 + found.estimate)
-    measured = replace(with_change(row, found), current_value=current)
     if found.low > 0 and found.high >= threshold:  # the rule of _judged, on the pairs' spread
         why = f"confirmed by new pairs of processes, the spread between pairs counted ({text})"
-        return replace(measured, confirmed=True, reason=why)
-    still = "slower" if found.low > 0 and found.estimate >= threshold / 2 else "inconclusive"
+        return replace(_measured_across(row, found), confirmed=True, reason=why)
     why = f"not confirmed by new pairs of processes, the spread between pairs counted: {text}"
+    return _on_spread(row, found, why, threshold)
+
+
+def _measured_across(row: Row, found: Change) -> Row:
+    """``row`` with the change the pairs measured together."""
+    base = row.base_value
+    current = None if base is None else base * (1 + found.estimate)
+    return replace(with_change(row, found), current_value=current)
+
+
+def _on_spread(row: Row, found: Change, why: str, threshold: float) -> Row:
+    """``row`` withdrawn, with the change and interval of several pairs, uncertain by their
+    spread: ``slower`` where that interval lies above zero and the change is at least half the
+    threshold, ``inconclusive`` otherwise."""
+    still = "slower" if found.low > 0 and found.estimate >= threshold / 2 else "inconclusive"
+    measured = _measured_across(row, found)
     return replace(measured, verdict=still, regression=False, confirmed=False, reason=why)
 
 
