@@ -7,7 +7,7 @@ through its attributes), so every builder is tested on hand-made rows without Te
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -281,7 +281,22 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def fit(rows: list[list[str]], headers: list[str], fmt: str, label_cols: int = 1) -> str:
+def _shorten_middle(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width``: names of one file share their start and differ
+    at the end (``test_train_loop`` and ``test_train_loop_pedantic``, ``[cpu-512]``)."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
+
+
+def fit(
+    rows: list[list[str]],
+    headers: list[str],
+    fmt: str,
+    label_cols: int = 1,
+    shorten: Callable[[str, int], str] = _shorten,
+) -> str:
     """The table, its first column shortened until every line fits ``MAX_WIDTH`` columns.
 
     Only the terminal needs this; Markdown tables wrap in the browser and keep full labels.
@@ -291,7 +306,7 @@ def fit(rows: list[list[str]], headers: list[str], fmt: str, label_cols: int = 1
     if over <= 0 or fmt != "simple" or not rows:
         return text
     width = max(12, max(len(r[0]) for r in rows) - over)
-    short = [[_shorten(r[0], width), *r[1:]] for r in rows]
+    short = [[shorten(r[0], width), *r[1:]] for r in rows]
     return _tabulate(short, headers, fmt, label_cols)
 
 
@@ -502,7 +517,9 @@ def _comparison_value(row: ComparisonRow, value: float | None) -> str:
 
 
 def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
-    """Baseline, current, change with its interval and verdict; regressions first, marked."""
+    """Baseline, current, change with its interval and verdict; regressions first, marked. The
+    device column only where some benchmark has a device (its width goes to the names)."""
+    devices = any(r.kind for r in rows)
     headers = ["benchmark", "device", "baseline", "current", "change [interval]", "verdict"]
     body = [
         [
@@ -515,7 +532,10 @@ def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
         ]
         for r in sort_comparison(rows)
     ]
-    return fit(body, headers, fmt, label_cols=2)
+    if not devices:
+        headers.pop(1)
+        body = [[row[0], *row[2:]] for row in body]
+    return fit(body, headers, fmt, 2 if devices else 1, _shorten_middle)
 
 
 def _change_cell(row: ComparisonRow) -> str:

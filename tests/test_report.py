@@ -196,6 +196,22 @@ def test_a_calibrated_change_says_so_beside_the_raw_times_it_disagrees_with():
     assert "(calibrated" not in report.comparison_table(ROWS)  # raw and paired rows: as they are
 
 
+def test_long_names_that_share_a_start_stay_apart_and_no_empty_device_column_takes_room():
+    # Seen before: "test_train_loop" and "test_train_loo..." for test_train_loop_pedantic, beside
+    # an empty device column, where a calibrated change cell made the table wide.
+    names = ["test_train_loop_in_a_custom_loop", "test_train_loop_in_a_custom_loop_pedantic"]
+    rows = [
+        replace(comparison(name, "inconclusive", 2.0, -42.0, 79.0), kind="", mode="calibrated")
+        for name in names
+    ]
+    text = report.comparison_table([replace(r, machine_pct=1.9) for r in rows])
+    assert "device" not in text.splitlines()[0]
+    shown = [line.split()[0] for line in text.splitlines()[2:]]
+    assert len(set(shown)) == 2 and all(name.endswith(("loop", "pedantic")) for name in shown)
+    assert max(len(line) for line in text.splitlines()) <= report.MAX_WIDTH
+    assert "device" in report.comparison_table(ROWS).splitlines()[0]  # rows on a device
+
+
 def test_a_slowdown_within_the_threshold_is_said_not_shouted():
     tolerated = comparison("test_h", "slower", 3.0, 2.6, 3.5)  # sure, but below the threshold
     line = report.comparison_table([tolerated]).splitlines()[2]
