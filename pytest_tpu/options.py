@@ -154,10 +154,12 @@ def parse_percent(value: str) -> float:
     try:
         number = float(text)
     except ValueError:
-        number = -1.0
-    if not 0 < number < 100:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a percentage; expected a number between 0 and 100, such as 5%"
+        ) from None
+    if not 0 < number < 100:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is out of range; expected a percentage between 0 and 100, such as 5%"
         )
     return number
 
@@ -177,7 +179,14 @@ def parse_thresholds(value: str) -> dict[str, float]:
             )
         if metric in thresholds:
             raise argparse.ArgumentTypeError(f"{metric!r} appears twice in {value!r}")
-        thresholds[metric] = parse_percent(pct)
+        try:
+            thresholds[metric] = parse_percent(pct)
+        except argparse.ArgumentTypeError as exc:
+            # Say the other form too: a user who wrote "abc" may have meant one per metric.
+            raise argparse.ArgumentTypeError(
+                f"{exc}; or one per metric, such as time:5%,memory:10% "
+                f"(metrics: {', '.join(GATED_METRICS)})"
+            ) from None
     return thresholds
 
 

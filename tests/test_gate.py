@@ -59,11 +59,11 @@ def test_saving_again_says_how_many_runs_each_benchmark_keeps(pytester):
     bench(pytester)
     for _ in range(2):
         result = save(pytester, "--tpu-baseline-history=2")
-    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *; 2 runs kept*"])
+    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmark in *; 2 runs kept*"])
     assert "at least 2 saved runs" not in result.stdout.str()
     assert "fewer than" not in result.stdout.str()  # 2 is all this history keeps
     result = save(pytester, "--tpu-baseline-history=2")  # the oldest run makes room
-    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *; 2 runs kept*"])
+    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmark in *; 2 runs kept*"])
 
 
 def test_a_short_history_says_only_large_changes_are_resolved_until_more_runs_are_saved(
@@ -74,7 +74,7 @@ def test_a_short_history_says_only_large_changes_are_resolved_until_more_runs_ar
         result = save(pytester)
     result.stdout.fnmatch_lines(
         [
-            "saved baseline 'main': 1 benchmarks in *; 2 runs kept*",
+            "saved baseline 'main': 1 benchmark in *; 2 runs kept*",
             "  with fewer than 5 saved runs the noise between sessions is known so roughly that "
             "only large changes are resolved; each run saved narrows that",
         ]
@@ -110,7 +110,7 @@ def test_save_then_compare_unchanged(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "saved baseline 'main': 1 benchmarks in *main.json; 1 run kept per benchmark",
+            "saved baseline 'main': 1 benchmark in *main.json; 1 run kept per benchmark",
             "  the gate measures the noise between sessions from at least 2 saved runs (it keeps "
             "the last 5)*",
         ]
@@ -276,7 +276,7 @@ def test_failed_benchmarks_are_left_out_and_named(pytester):
     result = save(pytester)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["saved baseline 'main': 1 benchmarks in *", "*left out (failed): *test_oom: *MemoryError*"]
+        ["saved baseline 'main': 1 benchmark in *", "*left out (failed): *test_oom: *MemoryError*"]
     )
     document = json.loads(baseline_file(pytester).read_text())
     assert [b["fullname"] for b in document["benchmarks"]] == ["test_bench.py::test_work"]

@@ -19,8 +19,11 @@ from pytest_tpu import options
         (["--tpu-virtual-cpus=0"], "*--tpu-virtual-cpus*not a whole number of at least 1*"),
         (["--tpu-workload-size=huge"], "*--tpu-workload-size*choose one of: smoke, default, full*"),
         (["--tpu-workload-data=web"], "*--tpu-workload-data*choose one of: synthetic, real*"),
-        (["--fail-on-regression=abc"], "*--fail-on-regression*not a percentage*"),
-        (["--fail-on-regression=150%"], "*--fail-on-regression*between 0 and 100*"),
+        (
+            ["--fail-on-regression=abc"],
+            "*--fail-on-regression*'abc' is not a percentage*; or one per metric, such as time:5%*",
+        ),
+        (["--fail-on-regression=150%"], "*--fail-on-regression*'150%' is out of range*"),
         (["--tpu-speedup-reference=npu"], "*--tpu-speedup-reference*choose one of: cpu, gpu, tpu*"),
         (["--tpu-workers=-2"], "*--tpu-workers*not a whole number of at least 1*"),
         (["--save-baseline=../up"], "*--save-baseline*not a valid baseline name*"),

@@ -59,7 +59,7 @@ def test_a_benchmark_passed_on_rerun_counts_once_as_passed(pytester: pytest.Pyte
     result = pytester.runpytest("--reruns=1", "--save-baseline=main", "-p", "no:cacheprovider")
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
     result.stdout.no_fnmatch_line("*left out*")
-    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmarks in *"])
+    result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmark in *"])
 
 
 NOT_PLAIN_EXTRA_INFO = """

@@ -451,7 +451,8 @@ class GatePlugin:
             return
         counts = store.kept_sessions(previous, new, self._environment(), keep)
         kept = _kept_text(counts)
-        self.lines.append(f"saved baseline {name!r}: {len(new)} benchmarks in {path}{kept}")
+        count = f"{len(new)} benchmark{'s' if len(new) != 1 else ''}"
+        self.lines.append(f"saved baseline {name!r}: {count} in {path}{kept}")
         if counts and min(counts) < 2:
             self.lines.append(
                 f"  the gate measures the noise between sessions from at least 2 saved runs "
