@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_tpu import units
+from pytest_tpu import roundtimes, units
+from pytest_tpu.roundtimes import RoundTime
 
 if TYPE_CHECKING:
     from pytest_tpu.results import BenchResult
@@ -604,14 +605,21 @@ def to_markdown(
     baseline: str | None = None,
     missing: dict[str, str] | None = None,
     gate: dict[str, Any] | None = None,
+    plain: Sequence[RoundTime] = (),
 ) -> str:
     """GitHub-flavoured Markdown for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment;
-    devices missing from the machine are named once, under the heading."""
+    devices missing from the machine are named once, under the heading. ``plain``: the round
+    times of benchmarks without a device."""
     out = ["## pytest-tpu benchmarks", ""]
     line = missing_line(missing or {})
     out += [line, ""] if line else []
-    if not tables and not comparison:
+    if not tables and not comparison and not plain:
         out += ["No benchmark ran.", ""]
+    if plain:
+        body = [roundtimes.cells(row) for row in plain]
+        out += [f"### {roundtimes.TITLE}", "", roundtimes.EXPLAINED, ""]
+        out += [_tabulate(body, roundtimes.HEADERS, "github"), ""]
+        out += [f"failed: {row.name}: {row.error}  " for row in plain if row.error]
     for table in tables:
         out += [f"### {table.title}", "", speedup_table(table, "github"), ""]
         out += [f"{note}  " for note in table_notes(table)]
@@ -676,9 +684,11 @@ def to_json(
     baseline: str | None = None,
     missing: dict[str, str] | None = None,
     gate: dict[str, Any] | None = None,
+    plain: Sequence[RoundTime] = (),
 ) -> dict[str, Any]:
     """The same tables as JSON-able data, numbers unscaled in each metric's own unit."""
     data: dict[str, Any] = {"format": "pytest-tpu-report", "version": 1, "workloads": []}
+    data["round_times"] = [asdict(row) for row in plain]  # seconds
     data["missing_devices"] = dict(missing or {})
     for table in tables:
         entry = {k: v for k, v in asdict(table).items() if k != "rows"}

@@ -25,6 +25,7 @@ from pytest_tpu.session import header_shown_key, session_key
 if TYPE_CHECKING:
     from pytest_tpu.gate.compare import Row
     from pytest_tpu.report import ComparisonRow, WorkloadTable
+    from pytest_tpu.roundtimes import RoundTime
     from pytest_tpu.scaling import ScalingRow
 
 REPORT_SUFFIXES = (".md", ".json")
@@ -116,6 +117,11 @@ class SummaryPlugin:
         results = [result for result in self.config.stash[results_key].results if result.kind]
         return build_tables(results, self._settings().speedup_reference)
 
+    def _round_times(self) -> list[RoundTime]:
+        from pytest_tpu.roundtimes import round_times
+
+        return round_times(self.config.stash[results_key].results)
+
     def _missing(self) -> dict[str, str]:
         """Devices missing from this machine, with reasons; only if discovery already ran:
         never probe for a summary."""
@@ -141,10 +147,11 @@ class SummaryPlugin:
         if settings.report is not None:
             scaling = _scaling_rows(self.config)
             missing = self._missing()
+            plain = self._round_times()
             self._write(
                 settings.report,
                 lambda p: _write_report(
-                    p, tables, comparison, self._against(), scaling, missing, self._gate()
+                    p, tables, comparison, self._against(), scaling, missing, self._gate(), plain
                 ),
             )
         if settings.report_plot is not None:
@@ -308,16 +315,17 @@ def _write_report(
     scaling_rows: list[ScalingRow],
     missing: dict[str, str],
     gate: dict[str, Any] | None,
+    plain: list[RoundTime],
 ) -> None:
     from pytest_tpu import report, scaling
 
     if path.suffix.lower() == ".json":
-        data = report.to_json(tables, comparison, baseline, missing, gate)
+        data = report.to_json(tables, comparison, baseline, missing, gate, plain)
         if scaling_rows:
             data["scaling"] = scaling.to_dicts(scaling_rows)
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     else:
-        text = report.to_markdown(tables, comparison, baseline, missing, gate)
+        text = report.to_markdown(tables, comparison, baseline, missing, gate, plain)
         if scaling_rows:
             text = text.rstrip("\n") + "\n\n" + scaling.to_markdown(scaling_rows)
     write_text_atomic(path, text)

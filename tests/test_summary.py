@@ -312,3 +312,22 @@ def test_scaling_table_goes_into_the_report(pytester: pytest.Pytester, suffix):
     else:
         rows = json.loads(text)["scaling"]
         assert [row["scale"] for row in rows] == [1, 2]
+
+
+def test_a_report_of_plain_benchmarks_gives_their_round_times_with_intervals(pytester):
+    # Seen before: "No benchmark ran." and "workloads": [] for a run of plain benchmark tests.
+    pytester.makepyfile(
+        """
+        def test_plain(benchmark):
+            benchmark(sorted, list(range(2000, 0, -1)))
+        """
+    )
+    args = ("-p", "no:cacheprovider", "--benchmark-max-time=0.05")
+    pytester.runpytest(*args, "--tpu-report=out.md").assert_outcomes(passed=1)
+    markdown = (pytester.path / "out.md").read_text()
+    assert "No benchmark ran" not in markdown
+    assert "### Round times" in markdown and "test_plain" in markdown.split("### Round times")[1]
+    pytester.runpytest(*args, "--tpu-report=out.json").assert_outcomes(passed=1)
+    (row,) = json.loads((pytester.path / "out.json").read_text())["round_times"]
+    assert row["name"].endswith("test_plain") and row["rounds"] >= 5
+    assert 0 < row["low"] <= row["seconds"] <= row["high"]
