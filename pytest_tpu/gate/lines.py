@@ -62,7 +62,14 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
     failing = [row for row in measured if row.regression]
     doubtful = [row for row in measured if row.verdict == "inconclusive"]
     if not failing:
-        note = f"; {len(doubtful)} inconclusive (see the table)" if doubtful else ""
+        # "Passed" is said of what was shown: a slowdown the inconclusive rows could hide is not
+        # ruled out, and the line says so rather than read as reassurance.
+        note = (
+            f"; {len(doubtful)} inconclusive: a {threshold:g}% slowdown there is neither shown "
+            "nor ruled out (see the table)"
+            if doubtful
+            else ""
+        )
         unresolved = [_unresolved_line(row, threshold) for row in doubtful]
         verdict = f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"
         return [line for line in unresolved if line] + [verdict]
