@@ -80,7 +80,9 @@ def unwritable(path: Path) -> str | None:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        return f"cannot create a file in the folder {folder}: {exc.strerror or exc}"
+        return (
+            f"cannot create a file in the folder {folder} (the system said: {exc.strerror or exc})"
+        )
     return None
 
 

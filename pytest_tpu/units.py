@@ -136,6 +136,14 @@ def format_change(pct: float | None, low: float | None, high: float | None) -> s
     return text
 
 
+def format_detectable(pct: float) -> str:
+    """The smallest change a comparison catches, in percent: beyond 1,000 % the digits say
+    nothing more than that it catches nothing a user would ship (seen: 16812571.9 %)."""
+    if math.isinf(pct):
+        return "no estimate"
+    return f"{pct:.1f}%" if pct <= 1000 else "over 1,000%"
+
+
 def relative_spread(samples: Sequence[float]) -> float | None:
     """Sample standard deviation over the mean: the spread carried to every derived figure.
 

@@ -74,6 +74,13 @@ def test_digits_stop_at_the_spread():
     assert units.format_number(6.031) == "6.03"
 
 
+def test_a_smallest_detectable_change_past_1000_percent_is_said_as_such():
+    # Seen: "catches ... 16812571.9%" for a first-call time compared with two saved runs.
+    assert units.format_detectable(16812571.9) == "over 1,000%"
+    assert units.format_detectable(38.04) == "38.0%"
+    assert units.format_detectable(float("inf")) == "no estimate"
+
+
 def test_speedups_spreads_and_changes_read_like_the_published_figures():
     assert units.format_speedup(29.4) == "29x"
     assert units.format_speedup(1.0) == "1.0x"

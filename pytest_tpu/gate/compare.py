@@ -30,6 +30,7 @@ from pytest_tpu.gate.stats import (
     sample_sd,
     widened,
 )
+from pytest_tpu.units import format_detectable
 
 DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression is given
 # Verdict thresholds of the other metrics when none is given: a first call (trace, compile)
@@ -288,10 +289,11 @@ def _unresolved(found: Change, threshold: float, saved_runs: int) -> str:
         # near it (its interval reaches it; a slowdown is not 99 % sure, or is under half of it).
         return (
             f"neither shown slower nor shown within {threshold:.1%}: the interval reaches the "
-            f"threshold, though this comparison catches {found.detectable:.1%} 4 times in 5 "
+            f"threshold, though this comparison catches {format_detectable(found.detectable * 100)}"
+            " 4 times in 5 "
             f"(noise: {found.source})"
         )
-    detectable = "no estimate" if math.isinf(found.detectable) else f"{found.detectable:.1%}"
+    detectable = format_detectable(found.detectable * 100)
     return (
         f"cannot resolve a {threshold:.1%} change here: the smallest slowdown this comparison "
         f"catches 4 times in 5 is {detectable} (noise: {found.source})" + _few_runs(saved_runs)

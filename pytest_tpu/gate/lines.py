@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pytest_tpu.gate.compare import Row, compared
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE
 from pytest_tpu.options import REGRESSION_EXIT_CODE
+from pytest_tpu.units import format_detectable
 
 
 def pct(value: float | None) -> str:
@@ -142,7 +143,7 @@ def _unresolved_line(row: Row, threshold: float) -> str:
     if row.metric != "time" or row.change is None or row.change * 100 < threshold:
         return ""
     catches = (
-        f"; this comparison catches {row.detectable:.1%} 4 times in 5"
+        f"; this comparison catches {format_detectable(row.detectable * 100)} 4 times in 5"
         if row.detectable is not None and math.isfinite(row.detectable)
         else ""
     )
