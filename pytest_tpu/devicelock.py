@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from pytest_tpu.options import benchmarks_disabled
+
 try:
     import fcntl
 except ImportError:  # Windows: no flock; sessions there are not serialised
@@ -90,9 +92,8 @@ def remove_locks(run_ids: set[str]) -> None:
     directory = lock_dir(create=False) if fcntl is not None and run_ids else None
     if directory is None:
         return
-    for run_id in run_ids:
-        safe_id = _safe(run_id)
-        for path in directory.glob(f"{safe_id}-*.lock") if safe_id else ():
+    for safe_id in filter(None, map(_safe, run_ids)):
+        for path in directory.glob(f"{safe_id}-*.lock"):
             with contextlib.suppress(OSError):
                 path.unlink()
 
@@ -115,10 +116,7 @@ def measure_on_worker(item: pytest.Item) -> None:
 def _off_only_because_of_xdist(config: pytest.Config) -> bool:
     """pytest-benchmark's own rule: off with --benchmark-disable (unless --benchmark-enable),
     skipped with --benchmark-skip; otherwise xdist alone turned it off."""
-    disabled = config.getoption("benchmark_disable", False) and not config.getoption(
-        "benchmark_enable", False
-    )
-    return not disabled and not config.getoption("benchmark_skip", False)
+    return not benchmarks_disabled(config) and not config.getoption("benchmark_skip", False)
 
 
 def _not_to_worker_files(stats: Any) -> None:

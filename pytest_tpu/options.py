@@ -63,6 +63,19 @@ class AcceleratorSelection:
         return self.mode if self.mode != "explicit" else ",".join(self.kinds)
 
 
+def benchmarks_disabled(config: pytest.Config) -> bool:
+    """pytest-benchmark's own rule: ``--benchmark-disable`` turns measuring off, unless
+    ``--benchmark-enable`` turns it back on."""
+    return bool(config.getoption("benchmark_disable", False)) and not config.getoption(
+        "benchmark_enable", False
+    )
+
+
+def under_xdist(config: pytest.Config) -> bool:
+    """Whether pytest-xdist distributes this session's tests (``-n``, ``--dist``)."""
+    return bool(config.getoption("dist", "no") != "no")
+
+
 def parse_accelerator(value: str) -> AcceleratorSelection:
     """Parse ``cpu,gpu``, ``all`` or ``auto``; unknown kinds list the valid ones."""
     items = [part.strip().lower() for part in value.split(",") if part.strip()]

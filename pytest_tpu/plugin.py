@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.options import KINDS, Settings, add_options, resolve_settings
+from pytest_tpu.options import KINDS, Settings, add_options, resolve_settings, under_xdist
 from pytest_tpu.results import REPORT_ATTR, BenchResult, ResultStore, result_from_item, results_key
 from pytest_tpu.session import DeviceSession, header_shown_key, session_key
 
@@ -254,11 +254,12 @@ class ResultCollector:
     def __init__(self, config: pytest.Config, store: ResultStore) -> None:
         self.config = config
         self.store = store
-        self.runs: set[str] = set()  # xdist's run ids (its workers may have taken device locks)
+        # xdist's run ids (its workers may have taken device locks); None outside xdist.
+        self.runs: set[str] | None = set() if under_xdist(config) else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         run_id = getattr(report, "testrun_uid", None)  # set by xdist on its workers' reports
-        if run_id:
+        if run_id and self.runs is not None:
             self.runs.add(str(run_id))
         data = getattr(report, REPORT_ATTR, None)
         # A "rerun" report (pytest-rerunfailures) is an attempt, not the test's outcome: only

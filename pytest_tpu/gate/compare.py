@@ -509,7 +509,8 @@ def compare_runs(
     failed: Iterable[str] = (),
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     scope: Scope | None = None,
-    unmeasured: tuple[Iterable[str], str] = ((), ""),
+    ran: Iterable[str] = (),
+    unmeasured_why: str = "",
 ) -> list[Row]:
     """Every row: compared, new, failed in this run, not measured, or missing from this run.
 
@@ -517,12 +518,12 @@ def compare_runs(
     and the session's --fail-on-regression; ``threshold`` is the time threshold otherwise.
     ``scope`` is what this session collected, where known: a saved benchmark is ``missing`` only
     from a file it collected, and not when it was deselected -- one left out on purpose is no
-    news. ``unmeasured`` is the tests that passed in this run, and why a saved benchmark among
-    them has no measurement (``--benchmark-disable``, pytest-xdist): such a row is ``unmeasured``,
-    not ``missing``.
+    news. ``ran`` is the tests that passed in this run: a saved benchmark among them without a
+    measurement is ``unmeasured``, not ``missing``, for the reason ``unmeasured_why``
+    (``--benchmark-disable``, pytest-xdist).
     """
     failed = set(failed) - set(current)
-    ran, why = set(unmeasured[0]), unmeasured[1]
+    ran = set(ran)
     rows = []
     for key, side in current.items():
         if key not in base:
@@ -539,7 +540,8 @@ def compare_runs(
         if key in current or key in failed:
             continue
         if key in ran:
-            rows.append(Row(key, "unmeasured", base_value=_location(side, True), reason=why))
+            base_value = _location(side, True)
+            rows.append(Row(key, "unmeasured", base_value=base_value, reason=unmeasured_why))
         elif scope is None or scope.reaches(key):
             rows.append(Row(nodeid=key, status="missing", base_value=_location(side, True)))
     return rows

@@ -42,7 +42,13 @@ from pytest_tpu.gate.lines import (
     noise_line,
 )
 from pytest_tpu.gate.stats import relative_spread
-from pytest_tpu.options import REGRESSION_EXIT_CODE, SAVE_FAILED_EXIT_CODE, Settings
+from pytest_tpu.options import (
+    REGRESSION_EXIT_CODE,
+    SAVE_FAILED_EXIT_CODE,
+    Settings,
+    benchmarks_disabled,
+    under_xdist,
+)
 from pytest_tpu.results import BenchResult, results_key
 from pytest_tpu.session import session_key
 from pytest_tpu.timing import size_rounds_on_a_steady_call
@@ -83,11 +89,9 @@ def _summary(result: BenchResult, calibration: dict[str, Any] | None, **kw: Any)
 
 def unmeasured_cause(config: pytest.Config) -> str:
     """Why a benchmark test that passed left no measurement (pytest-benchmark's own rules)."""
-    if config.getoption("benchmark_disable", False) and not config.getoption(
-        "benchmark_enable", False
-    ):
+    if benchmarks_disabled(config):
         return "ran once, unmeasured: --benchmark-disable"
-    if config.getoption("dist", "no") != "no":
+    if under_xdist(config):
         return (
             "ran unmeasured: pytest-benchmark measures nothing under pytest-xdist (-n); "
             "run the benchmarks without -n"
@@ -357,7 +361,8 @@ class GatePlugin:
             failed=[result.nodeid for result in results.failed],
             thresholds={key: self._thresholds_of(key) for key in current},
             scope=self._scope(session),
-            unmeasured=(self.ran, unmeasured_cause(self.config)),
+            ran=self.ran,
+            unmeasured_why=unmeasured_cause(self.config),
         )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(str(self.baseline.path), rows)

@@ -33,7 +33,7 @@ from pytest_tpu.gate.compare import (
     verdict_key,
 )
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
-from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings
+from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, resolve, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
@@ -170,7 +170,7 @@ class HeadPlugin:
         config = self.config
         if self.settings.compare:
             raise pytest.UsageError("--compare-ref and --compare cannot be used together")
-        if config.getoption("numprocesses", None) or config.getoption("dist", "no") != "no":
+        if config.getoption("numprocesses", None) or under_xdist(config):
             raise pytest.UsageError(
                 "--compare-ref takes turns round by round with one base process; it cannot run "
                 "under pytest-xdist (-n): drop -n"
