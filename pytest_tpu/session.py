@@ -60,9 +60,7 @@ class DeviceSession:
     def usage_problem(self) -> str | None:
         """Why the session cannot run as asked: a kind ``--accelerator`` names is missing."""
         missing = self.missing_explicit()
-        if not missing:
-            return None
-        return "--accelerator asked for devices that are not present: " + "; ".join(missing)
+        return not_present(missing) if missing else None
 
     def accelerator(self, kind: str) -> Accelerator:
         """The device of ``kind``; skips the test with the reason when it is missing."""
@@ -113,6 +111,11 @@ class DeviceSession:
 
 
 session_key = pytest.StashKey[DeviceSession]()
+
+
+def not_present(missing: list[str]) -> str:
+    """The usage error for kinds named explicitly that are missing (``kind: reason`` each)."""
+    return "--accelerator asked for devices that are not present: " + "; ".join(missing)
 
 # What a machine with such a device shows without any library loaded: its device files (NVIDIA's
 # driver, AMD's ROCm, a TPU VM's accelerators) or the variables that name a remote TPU.

@@ -846,3 +846,5 @@ def test_a_missing_device_named_explicitly_ends_a_same_job_session_cleanly(repo)
     # summary: Exit(...)".
     assert "could not draw" not in result.stdout.str() + result.stderr.str()
     assert len(worktrees(repo)) == 1
+    # Said once, before any base run (seen before: two whole base runs, 12 s, three errors).
+    assert (result.stdout.str() + result.stderr.str()).count("not present") == 1

@@ -93,6 +93,18 @@ def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: 
     fixture._make_runner = make_runner
 
 
+def _check_tpu_target() -> None:
+    """A TPU named explicitly but with nothing to try is a usage error now, before the base
+    runs start: the header would find it only after a whole base run (trial 14: 12 s, the error
+    printed three times). A target that is there but does not answer is the probe's to find."""
+    from pytest_tpu.session import not_present
+    from pytest_tpu.tpu import find_target
+
+    target = find_target()
+    if isinstance(target, str):
+        raise pytest.UsageError(not_present([f"tpu: no TPU: {target}"]))
+
+
 def _option_value(value: Any) -> str:
     target = getattr(value, "target", value)
     if callable(target):
@@ -181,6 +193,8 @@ class HeadPlugin:
         tpu = "tpu" in selection.kinds and selection.mode != "auto"
         mode = self.settings.compare_ref_mode
         self.whole_runs = mode == "runs" or (mode == "auto" and tpu)
+        if tpu and selection.mode == "explicit":
+            _check_tpu_target()
         try:
             root = worktree.repository_root(config.rootpath)
             self.commit = worktree.resolve(root, self.ref)
