@@ -17,7 +17,10 @@ from pytest_tpu.roundtimes import RoundTime
 if TYPE_CHECKING:
     from pytest_tpu.results import BenchResult
 
-MAX_WIDTH = 100
+MAX_WIDTH = 100  # the terminal's width where the caller does not know it (files, tests)
+# A comparison row's name is cut no shorter than this; where the figures leave it less, each
+# row's name goes on a line of its own above its figures (trial 14: "test_a…mory)").
+NAME_MIN = 24
 # The device kinds in the order people read them (the same order as options.KINDS, which is not
 # imported here because options imports pytest).
 KIND_ORDER = ("cpu", "gpu", "tpu")
@@ -56,6 +59,13 @@ VERDICTS = (
     "unmeasured",
     "incompatible",
 )
+# A memory row's verdict is said in its own words: less memory is not "faster". The data (JSON,
+# counts) keeps the one vocabulary, where "slower" means worse.
+MEMORY_WORDS = {"slower": "larger", "faster": "smaller"}
+
+
+def verdict_word(verdict: str, metric: str) -> str:
+    return MEMORY_WORDS.get(verdict, verdict) if metric == "memory" else verdict
 
 
 @dataclass(frozen=True)
@@ -291,19 +301,24 @@ def _shorten_middle(text: str, width: int) -> str:
     return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
+def _widest(text: str) -> int:
+    return max(map(len, text.splitlines()), default=0)
+
+
 def fit(
     rows: list[list[str]],
     headers: list[str],
     fmt: str,
     label_cols: int = 1,
     shorten: Callable[[str, int], str] = _shorten,
+    width: int = MAX_WIDTH,
 ) -> str:
-    """The table, its first column shortened until every line fits ``MAX_WIDTH`` columns.
+    """The table, its first column shortened until every line fits ``width`` columns.
 
     Only the terminal needs this; Markdown tables wrap in the browser and keep full labels.
     """
     text = _tabulate(rows, headers, fmt, label_cols)
-    over = max(map(len, text.splitlines())) - MAX_WIDTH
+    over = _widest(text) - width
     if over <= 0 or fmt != "simple" or not rows:
         return text
     width = max(12, max(len(r[0]) for r in rows) - over)
@@ -399,17 +414,18 @@ def _long(table: WorkloadTable) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def speedup_table(table: WorkloadTable, fmt: str = "simple") -> str:
-    """The speedup table as text (``simple``) or GitHub Markdown (``github``)."""
+def speedup_table(table: WorkloadTable, fmt: str = "simple", width: int = MAX_WIDTH) -> str:
+    """The speedup table as text (``simple``, for a terminal ``width`` wide) or GitHub Markdown
+    (``github``)."""
     headers, rows = _wide(table)
-    text = fit(rows, headers, fmt)
-    if fmt == "simple" and max(map(len, text.splitlines())) > MAX_WIDTH:
+    text = fit(rows, headers, fmt, width=width)
+    if fmt == "simple" and _widest(text) > width:
         headers, rows = _long(table)
-        text = fit(rows, headers, fmt, label_cols=2)
+        text = fit(rows, headers, fmt, label_cols=2, width=width)
     return text
 
 
-def table_notes(table: WorkloadTable) -> list[str]:
+def table_notes(table: WorkloadTable, width: int = MAX_WIDTH) -> list[str]:
     """Lines under a table: devices without a column, and why each failed cell failed."""
     notes = []
     if table.missing:
@@ -418,7 +434,7 @@ def table_notes(table: WorkloadTable) -> list[str]:
     for row in table.rows:
         for kind, cell in row.cells.items():
             if cell.error:
-                notes.append(_shorten(f"failed: {row.label} on {kind}: {cell.error}", MAX_WIDTH))
+                notes.append(_shorten(f"failed: {row.label} on {kind}: {cell.error}", width))
     return notes
 
 
@@ -445,7 +461,7 @@ def _sort_value(value: Any) -> tuple[int, float, str]:
     return (0, float(value), "") if _is_number(value) else (1, 0.0, str(value))
 
 
-def cross_table(table: WorkloadTable, fmt: str = "simple") -> str | None:
+def cross_table(table: WorkloadTable, fmt: str = "simple", width: int = MAX_WIDTH) -> str | None:
     """Headline (and step/epoch time) per varying parameter and device, or None.
 
     The shape of the published CNN comparison: epoch time per batch size, GPU next to TPU.
@@ -455,7 +471,7 @@ def cross_table(table: WorkloadTable, fmt: str = "simple") -> str | None:
         return None
     columns = _metric_columns(table)
     text = _cross(table, fields, columns, fmt)
-    if fmt == "simple" and max(map(len, text.splitlines())) > MAX_WIDTH:
+    if fmt == "simple" and _widest(text) > width:
         text = _cross(table, fields, columns[:1], fmt)
     return text
 
@@ -517,9 +533,24 @@ def _comparison_value(row: ComparisonRow, value: float | None) -> str:
     return units.format_quantity(value, row.unit, half)
 
 
-def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
-    """Baseline, current, change with its interval and verdict; regressions first, marked. The
-    device column only where some benchmark has a device (its width goes to the names)."""
+def comparison_table(
+    rows: Sequence[ComparisonRow], fmt: str = "simple", width: int = MAX_WIDTH
+) -> str:
+    """Baseline, current, change with its interval and verdict; regressions first, marked."""
+    head, blocks = comparison_blocks(rows, fmt, width)
+    return "\n".join([*head, *(line for block in blocks for line in block)])
+
+
+def comparison_blocks(
+    rows: Sequence[ComparisonRow], fmt: str = "simple", width: int = MAX_WIDTH
+) -> tuple[list[str], list[list[str]]]:
+    """The comparison table as its heading lines and each row's lines, in ``sort_comparison``
+    order (so a caller can colour a row).
+
+    The device column only where some benchmark has a device (its width goes to the names). In
+    a terminal ``width`` wide the names are cut in the middle, but never below ``NAME_MIN``:
+    where the figures leave less, every row's whole name takes a line above its figures.
+    """
     devices = any(r.kind for r in rows)
     headers = ["benchmark", "device", "baseline", "current", "change [interval]", "verdict"]
     body = [
@@ -529,32 +560,54 @@ def comparison_table(rows: Sequence[ComparisonRow], fmt: str = "simple") -> str:
             _comparison_value(r, r.baseline),
             _comparison_value(r, r.current),
             _change_cell(r),
-            verdict_text(r.verdict, fmt, r.regression),
+            verdict_text(verdict_word(r.verdict, r.metric), fmt, r.regression),
         ]
         for r in sort_comparison(rows)
     ]
     if not devices:
         headers.pop(1)
         body = [[row[0], *row[2:]] for row in body]
-    return fit(body, headers, fmt, 2 if devices else 1, _shorten_middle)
+    label_cols = 2 if devices else 1
+    text = fit(body, headers, fmt, label_cols, _shorten_middle, width)
+    longest = max((len(row[0]) for row in body), default=0)
+    if fmt != "simple" or (_widest(text) <= width and _names_kept(text, longest)):
+        return _split_table(text.splitlines())
+    # Stacked: the figures with an empty name column, each row's name on the line above.
+    headers[0] = ""
+    stacked = fit([["", *row[1:]] for row in body], headers, fmt, label_cols, width=width)
+    head, lines = _split_table(stacked.splitlines())
+    names = [row[0] for row in body]
+    return head, [[name, line[0]] for name, line in zip(names, lines, strict=True)]
+
+
+def _names_kept(text: str, longest: int) -> bool:
+    """Whether ``fit`` left the name column at least ``NAME_MIN`` wide (or whole)."""
+    rule = text.splitlines()[1] if len(text.splitlines()) > 1 else ""
+    return len(rule.split(" ")[0]) >= min(longest, NAME_MIN)
+
+
+def _split_table(lines: list[str]) -> tuple[list[str], list[list[str]]]:
+    """A table's heading lines (two in every format used here) and its rows, one line each."""
+    return lines[:2], [[line] for line in lines[2:]]
 
 
 def _change_cell(row: ComparisonRow) -> str:
-    """The change with its interval; a calibrated one says so in the cell, because its baseline
-    and current are raw times and can differ by the machine's drift (52 ms -> 71 ms, +12 %)."""
+    """The change with its interval; a calibrated one names the machine's drift it allowed for,
+    because its baseline and current are raw times that include it (52 ms -> 71 ms, +12 %)."""
     change = units.format_change(row.change_pct, row.ci_low, row.ci_high)
     if row.mode != "calibrated" or row.change_pct is None:
         return change
-    drift = f", machine {row.machine_pct:+.0f}%" if row.machine_pct is not None else ""
-    return f"{change} (calibrated{drift})"
+    if row.machine_pct is None:
+        return f"{change} (calibrated)"
+    return f"{change} (machine {row.machine_pct:+.0f}%)"  # what calibration allowed for
 
 
 def verdict_text(verdict: str, fmt: str, regression: bool) -> str:
     """A regression stands out in plain text (capitals) and in Markdown (bold and a sign); a
     slowdown the threshold tolerates is said plainly, not shouted."""
-    if verdict != "slower" or not regression:
+    if not regression:
         return verdict
-    return "SLOWER" if fmt == "simple" else "⚠️ **slower**"
+    return verdict.upper() if fmt == "simple" else f"⚠️ **{verdict}**"
 
 
 def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
@@ -588,12 +641,16 @@ def comparison_counts(rows: Iterable[ComparisonRow]) -> dict[str, int]:
 
 
 def comparison_summary(rows: Iterable[ComparisonRow]) -> str:
-    """``"1 slower, 2 faster, 5 unchanged, 0 inconclusive, 1 new, 0 missing"``."""
-    counts = comparison_counts(rows)
+    """``"1 slower, 2 faster, 5 unchanged, 0 inconclusive, 1 new, 0 missing"``; memory rows
+    counted apart, in their own words (``"; memory: 1 smaller"``)."""
+    rows = list(rows)
+    counts = comparison_counts(r for r in rows if r.metric != "memory")
     shown = ("slower", "faster", "unchanged", "inconclusive", "new", "missing")
     parts = [f"{counts.pop(v)} {v}" for v in shown]
     parts += [f"{n} {v}" for v, n in counts.items() if n]
-    return ", ".join(parts)
+    memory = comparison_counts(r for r in rows if r.metric == "memory")
+    said = [f"{n} {verdict_word(v, 'memory')}" for v, n in memory.items() if n]
+    return ", ".join(parts) + (f"; memory: {', '.join(said)}" if said else "")
 
 
 # ---------------------------------------------------------------- files

@@ -117,6 +117,7 @@ def not_present(missing: list[str]) -> str:
     """The usage error for kinds named explicitly that are missing (``kind: reason`` each)."""
     return "--accelerator asked for devices that are not present: " + "; ".join(missing)
 
+
 # What a machine with such a device shows without any library loaded: its device files (NVIDIA's
 # driver, AMD's ROCm, a TPU VM's accelerators) or the variables that name a remote TPU.
 _DEVICE_FILES = {

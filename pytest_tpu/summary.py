@@ -213,12 +213,13 @@ class SummaryPlugin:
         missing = report.missing_line(self._missing())
         if tables and missing and not self.config.stash.get(header_shown_key, False):
             tr.write_line(missing, yellow=True)  # once per session, not under every table
+        width = _width(tr)
         for table in tables:
             tr.write_sep("-", table.title)
-            _lines(tr, report.speedup_table(table))
-            for note in report.table_notes(table):
+            _lines(tr, report.speedup_table(table, width=width))
+            for note in report.table_notes(table, width):
                 tr.write_line(note, yellow=True)
-            cross = report.cross_table(table)
+            cross = report.cross_table(table, width=width)
             if cross:
                 tr.write_line("")
                 _lines(tr, cross)
@@ -232,11 +233,12 @@ class SummaryPlugin:
         baseline = self._settings().compare
         tr.write_sep("-", f"comparison with baseline {baseline!r}" if baseline else "comparison")
         if rows:
-            table = report.comparison_table(rows).splitlines()
+            head, blocks = report.comparison_blocks(rows, width=_width(tr))
             ordered = report.sort_comparison(rows)
-            _lines(tr, "\n".join(table[:2]))
-            for line, row in zip(table[2:], ordered, strict=True):
-                tr.write_line(line, red=row.verdict == "slower", bold=row.verdict == "slower")
+            _lines(tr, "\n".join(head))
+            for block, row in zip(blocks, ordered, strict=True):
+                for line in block:
+                    tr.write_line(line, red=row.verdict == "slower", bold=row.verdict == "slower")
             for note in report.comparison_notes(rows):
                 tr.write_line(note)
         summary = report.comparison_summary(rows)
@@ -267,6 +269,8 @@ def from_gate_row(row: Row) -> ComparisonRow:
         beyond = row.threshold is not None and row.low is not None and row.low >= row.threshold
         where = "beyond the threshold" if beyond else "not shown within the threshold"
         why = f"{sure(row.confidence)} sure it is slower, {where}"
+        if row.metric == "memory":  # compared with no interval: there is no "how sure"
+            why = "more than the threshold above the largest saved run"
         notes = [f"regression ({why})", *notes]
     if row.status == "compared" and row.forced:
         notes.insert(0, "[forced] environments differ")
@@ -294,6 +298,11 @@ def from_gate_row(row: Row) -> ComparisonRow:
         regression=row.regression,
         confidence_pct=pct(row.confidence),
     )
+
+
+def _width(tr: pytest.TerminalReporter) -> int:
+    """The terminal's width, as pytest measures it (``COLUMNS``, else the terminal, else 80)."""
+    return int(tr.config.get_terminal_writer().fullwidth)
 
 
 def _lines(tr: pytest.TerminalReporter, text: str) -> None:

@@ -130,9 +130,12 @@ def format_change(pct: float | None, low: float | None, high: float | None) -> s
     def signed(x: float) -> str:
         return f"{x:+.{places}f}"
 
+    def bound(x: float) -> str:  # a hundredfold and past, digits say nothing (seen: +363232167)
+        return ">+10,000" if x > 10_000 else signed(x)
+
     text = f"{signed(pct)}%"
     if low is not None and high is not None:
-        text += f" [{signed(low)}, {signed(high)}]"
+        text += f" [{bound(low)}, {bound(high)}]"
     return text
 
 

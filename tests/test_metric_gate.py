@@ -70,6 +70,27 @@ def test_a_planted_memory_regression_fails_its_gate_and_unchanged_code_passes(py
     result = run(pytester, *gate)
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(["REGRESSION test_mem.py::test_alloc[[]cpu[]]: memory +*%*"])
+    # Memory has its own words, and no "how sure": it is compared without an interval.
+    assert "LARGER" in result.stdout.str() and "SLOWER" not in result.stdout.str()
+    assert "? sure" not in result.stdout.str()
+
+
+def test_memory_rows_say_smaller_and_a_time_gate_says_it_did_not_judge_them(pytester):
+    pytester.makepyfile(test_mem=MEMORY.format(mib=16))
+    run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
+    pytester.makepyfile(test_mem=MEMORY.format(mib=8))  # half the memory
+    result = run(pytester, "--compare=main", "--fail-on-regression=5%")
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "regression gate (5%): *1 checked; compile and memory rows shown, not gated*",
+            "*; memory: 1 smaller",
+        ]
+    )
+    lines = out.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("test_alloc[cpu] (memory)"))
+    # Whole or stacked (the name above its figures), the row says smaller, never faster.
+    assert "smaller" in lines[row] + lines[row + 1] and "faster" not in lines[row] + lines[row + 1]
 
 
 def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(pytester):

@@ -109,8 +109,9 @@ def test_no_table_without_benchmarks(pytester):
     result.stdout.no_fnmatch_line("*speedup*")
 
 
-def test_comparison_table_lists_regressions_first(bench):
+def test_comparison_table_lists_regressions_first(bench, monkeypatch):
     bench.makeconftest(COMPARISON)
+    monkeypatch.setenv("COLUMNS", "120")  # the table's width follows the terminal's
     result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=out.md")
     result.stdout.fnmatch_lines(
         [
@@ -125,6 +126,12 @@ def test_comparison_table_lists_regressions_first(bench):
     markdown = (bench.path / "out.md").read_text(encoding="utf-8")
     assert "## Comparison with baseline" in markdown
     assert "⚠️ **slower**" in markdown
+    # In 72 columns the names, too short to cut, go above their figures, whole.
+    monkeypatch.setenv("COLUMNS", "72")
+    narrow = bench.runpytest("-p", "no:cacheprovider").stdout.lines
+    table = narrow[narrow.index(next(x for x in narrow if "- comparison -" in x)) + 1 :]
+    assert table[2:4] == ["test_cnn[gpu-256]", table[3]] and "SLOWER" in table[3]
+    assert all(len(line) <= 72 for line in table[:8])
 
 
 def test_report_md_writes_markdown_tables(bench):

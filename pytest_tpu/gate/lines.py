@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pytest_tpu.gate.compare import Row, compared
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE
 from pytest_tpu.options import REGRESSION_EXIT_CODE
+from pytest_tpu.report import verdict_word
 from pytest_tpu.units import format_detectable
 
 
@@ -31,7 +32,8 @@ def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[
         return [f"compared with {what}: nothing (no benchmark measured in this session)"]
     counts: dict[str, int] = {}
     for row in rows:
-        key = row.verdict if row.status == "compared" and row.verdict else row.status
+        compared_row = row.status == "compared" and row.verdict
+        key = verdict_word(row.verdict, row.metric) if compared_row and row.verdict else row.status
         counts[key] = counts.get(key, 0) + 1
     shown = ", ".join(f"{count} {status}" for status, count in counts.items())
     # One line: the rows are the comparison table's, drawn once by the summary.
@@ -46,8 +48,25 @@ def gate_verdict(rows: Sequence[Row]) -> str:
     return "failed" if any(row.regression for row in measured) else "passed"
 
 
-def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[str]:
-    """The verdict of --fail-on-regression, naming each regressed benchmark."""
+def _checked(measured: Sequence[Row], not_gated: Sequence[str]) -> str:
+    """How many rows the gate judged, by metric where there are several, and which metrics the
+    table shows that it did not judge (its counts line has their rows too)."""
+    by_metric: dict[str, int] = {}
+    for row in measured:
+        by_metric[row.metric] = by_metric.get(row.metric, 0) + 1
+    said = f"{len(measured)} checked"
+    if set(by_metric) != {"time"}:
+        said += " (" + ", ".join(f"{n} {metric}" for metric, n in by_metric.items()) + ")"
+    if not_gated:
+        said += f"; {' and '.join(not_gated)} rows shown, not gated"
+    return said
+
+
+def gate_lines(
+    rows: Sequence[Row], threshold: float, name: str | None, not_gated: Sequence[str] = ()
+) -> list[str]:
+    """The verdict of --fail-on-regression, naming each regressed benchmark; ``not_gated``: the
+    metrics of the comparison that no threshold names."""
     measured = compared(rows)
     if not measured:
         unmeasured = [row for row in rows if row.status == "unmeasured"]
@@ -72,7 +91,8 @@ def gate_lines(rows: Sequence[Row], threshold: float, name: str | None) -> list[
             else ""
         )
         unresolved = [_unresolved_line(row, threshold) for row in doubtful]
-        verdict = f"regression gate ({threshold:g}%): passed, {len(measured)} checked{note}"
+        checked = _checked(measured, not_gated)
+        verdict = f"regression gate ({threshold:g}%): passed, {checked}{note}"
         return [line for line in unresolved if line] + [verdict]
     lines = [_regression_line(row, name) for row in failing]
     # What it could not rule out is named whether or not the session fails on something else.

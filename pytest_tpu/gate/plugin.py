@@ -377,7 +377,9 @@ class GatePlugin:
     def _decide(self, session: pytest.Session, rows: list[Row]) -> None:
         threshold = self.settings.fail_on_regression or 5.0
         gated = [r for r in rows if r.metric in self._thresholds_of(r.nodeid)]
-        said = gate_lines(gated or rows, threshold, self.settings.compare)
+        shown = {r.metric for r in rows if r.status == "compared"}
+        not_gated = sorted(shown - {r.metric for r in gated})
+        said = gate_lines(gated or rows, threshold, self.settings.compare, not_gated)
         hint = between_sessions_hint(gated or rows, self._time_thresholds(rows))
         said += [hint] if hint else []  # stored runs only: a same-job session says its own
         self.lines += said
