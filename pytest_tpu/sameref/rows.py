@@ -90,11 +90,23 @@ def one_pair(row: Row, threshold: float) -> Row:
     ±0.2 %; between sessions its A/A changes had a spread of 1.7 %.) A change under half the
     threshold stays ``unchanged``, and an improvement of the threshold or more ``faster`` (a new
     pair checks it under ``--fail-on-regression``, ``confirm``).
+
+    An improvement between half the threshold and the threshold is ``unchanged``: no offset of
+    that size can hide a regression behind it, and ``inconclusive`` would say a slowdown is not
+    ruled out where it is (trial 14: -2.6 % [-2.7, -2.5] ``inconclusive`` beside +1.9 %
+    ``unchanged``).
     """
     if row.change is None or row.regression or row.verdict not in ("slower", "faster", "unchanged"):
         return row
     if not threshold / 2 <= abs(row.change) < threshold:
         return row
+    if row.change < 0:
+        why = (
+            f"{row.change:+.1%} in one pair of processes: not a slowdown, and an improvement "
+            f"under the threshold ({threshold:.1%}) is not told from an offset between two "
+            "processes with the same code"
+        )
+        return replace(row, verdict="unchanged", reason=why)
     why = (
         f"{row.change:+.1%} in one pair of processes, between half the threshold and the "
         f"threshold ({threshold:.1%}): two processes with the same code can differ that much "
