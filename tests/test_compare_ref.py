@@ -848,3 +848,10 @@ def test_a_missing_device_named_explicitly_ends_a_same_job_session_cleanly(repo)
     assert len(worktrees(repo)) == 1
     # Said once, before any base run (seen before: two whole base runs, 12 s, three errors).
     assert (result.stdout.str() + result.stderr.str()).count("not present") == 1
+    # A GPU is found only by TensorFlow, after the base session started: the error alone says
+    # why nothing was compared (seen before: "the base session did not run" above it).
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--accelerator=gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accelerator asked for devices that are not present*"])
+    assert "compared with" not in result.stdout.str()
+    assert len(worktrees(repo)) == 1

@@ -339,6 +339,8 @@ class HeadPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if session.exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return  # its error says why; no base run, no "the base session did not run"
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             self.lines.append("session interrupted: the base session was stopped, nothing compared")
             return  # pytest_unconfigure ends the base session and removes the worktree
