@@ -32,8 +32,9 @@ def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[
         return [f"compared with {what}: nothing (no benchmark measured in this session)"]
     counts: dict[str, int] = {}
     for row in rows:
-        compared_row = row.status == "compared" and row.verdict
-        key = verdict_word(row.verdict, row.metric) if compared_row and row.verdict else row.status
+        key = row.status
+        if row.status == "compared" and row.verdict:
+            key = verdict_word(row.verdict, row.metric)  # memory: larger / smaller
         counts[key] = counts.get(key, 0) + 1
     shown = ", ".join(f"{count} {status}" for status, count in counts.items())
     # One line: the rows are the comparison table's, drawn once by the summary.
