@@ -434,8 +434,18 @@ def table_notes(table: WorkloadTable, width: int = MAX_WIDTH) -> list[str]:
     for row in table.rows:
         for kind, cell in row.cells.items():
             if cell.error:
-                notes.append(_shorten(f"failed: {row.label} on {kind}: {cell.error}", width))
+                error = _unqualified(cell.error)
+                notes.append(_shorten(f"failed: {row.label} on {kind}: {error}", width))
     return notes
+
+
+def _unqualified(error: str) -> str:
+    """An error without its type's module path: in a line cut to the terminal's width,
+    ``tensorflow.python.framework.errors_impl.`` took the room of the error's name."""
+    kind, sep, message = error.partition(": ")
+    if not sep or " " in kind:
+        return error
+    return f"{kind.rpartition('.')[2]}{sep}{message}"
 
 
 def _metric_columns(table: WorkloadTable) -> list[tuple[str, str, str]]:
