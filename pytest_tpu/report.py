@@ -7,6 +7,7 @@ through its attributes), so every builder is tested on hand-made rows without Te
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -706,9 +707,14 @@ def to_markdown(
 
 
 def gate_text(gate: dict[str, Any]) -> str:
-    """``**Regression gate (5%): passed**``: the session's verdict in one line."""
+    """``**Regression gate (time 5%): passed**, 8 checked; 5 inconclusive: ...``: the session's
+    verdict in one line, with what the terminal's verdict line says after it (trial 15: a pull
+    request read only "passed" where the terminal named 5 inconclusive rows)."""
     limits = ", ".join(f"{m} {pct:g}%" for m, pct in gate.get("thresholds_pct", {}).items())
-    return f"**Regression gate ({limits or gate['threshold_pct']}): {gate['verdict']}**"
+    head = f"**Regression gate ({limits or gate['threshold_pct']}): {gate['verdict']}**"
+    line = next((x for x in gate.get("lines", ()) if x.startswith("regression gate")), "")
+    found = re.match(r"regression gate \([^)]*\): (?:passed|FAILED|NOTHING CHECKED)\W*(.*)$", line)
+    return f"{head}, {found.group(1)}" if found and found.group(1) else head
 
 
 def row_details(row: ComparisonRow) -> str:

@@ -98,7 +98,10 @@ def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparis
     )
     # A pull request's summary says it too, not only "passed".
     markdown = (pytester.path / "out.md").read_text()
-    assert "**Regression gate (time 1%): passed**" in markdown
+    # With the verdict line's own words: the inconclusive rows (trial 15: "passed" alone).
+    assert "**Regression gate (time 1%): passed**, 1 checked; 1 inconclusive: a 1% slowdown" in (
+        markdown
+    )
     assert "\n- 1 of 1 benchmark(s) cannot resolve their threshold against the saved runs" in (
         markdown
     )
