@@ -422,29 +422,37 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
     """The memory the calls added is the same for the same code and data: compared with the
     largest saved value, no interval, so a run only fails on memory it really added.
 
-    Below ``MEMORY_FLOOR_BYTES`` an increase is the allocator's, not the code's: a process's peak
-    resident set grows in steps of its allocator's arenas and trims, and an unchanged benchmark
-    added 0 B, 4 KiB or 252 KiB from run to run. Both sides count as at least the floor there.
+    An increase counts only past an allowance in bytes: ``MEMORY_FLOOR_BYTES``, because a
+    process's peak resident set grows in steps of its allocator's arenas and trims (an unchanged
+    benchmark added 0 B, 4 KiB or 252 KiB from run to run), or the saved runs' own spread where
+    that is larger. (Trial 15: an unchanged GRU ``fit`` added 2.52 MB at most in three saved
+    runs and 2.80 MB in the next, +11 %, which failed a 2 % memory gate.) Shown, both sides count
+    as at least the floor.
     """
     largest = max(history)
     common = _metric_common(nodeid, "memory", largest, now)
     base, current = max(largest, MEMORY_FLOOR_BYTES), max(now, MEMORY_FLOOR_BYTES)
-    grown = current > base * (1 + threshold)
-    shrunk = current < base * (1 - threshold)
+    allowance = max(MEMORY_FLOOR_BYTES, largest - min(history))
+    grown = current > base * (1 + threshold) and now - largest > allowance
+    shrunk = current < base * (1 - threshold) and largest - now > allowance
     verdict = "slower" if grown else "faster" if shrunk else "unchanged"
     source = f"the memory its calls added, against the largest of {len(history)} saved runs"
-    floor = f"{MEMORY_FLOOR_BYTES // 2**20} MiB"
     reason = (
-        f"an increase under {floor} counts as {floor}: below that the process's allocator, "
-        "not the code, decides its peak"
+        f"a change within {_mib(allowance)} counts as none: the larger of "
+        f"{_mib(MEMORY_FLOOR_BYTES)}, below which the process's allocator, not the code, decides "
+        "its peak, and the saved runs' own spread"
     )
     return Row(
         verdict=verdict,
         regression=grown,
         noise_source=source,
-        reason=reason if min(largest, now) < MEMORY_FLOOR_BYTES else "",
+        reason=reason if abs(now - largest) <= allowance and verdict == "unchanged" else "",
         **{**common, "change": current / base - 1},
     )
+
+
+def _mib(size: float) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def compare_compile(nodeid: str, history: Sequence[float], now: float, threshold: float) -> Row:

@@ -63,12 +63,26 @@ def _checked(measured: Sequence[Row], not_gated: Sequence[str]) -> str:
     return said
 
 
+def _limits(threshold: float, limits: Mapping[str, float] | None) -> str:
+    """``5%`` for a time gate, ``time 5%, memory 2%`` where other metrics are gated (trial 15:
+    a memory regression failed a gate whose line said only "(5%)")."""
+    if not limits or set(limits) == {"time"}:
+        return f"{threshold:g}%"
+    return ", ".join(f"{metric} {pct:g}%" for metric, pct in limits.items())
+
+
 def gate_lines(
-    rows: Sequence[Row], threshold: float, name: str | None, not_gated: Sequence[str] = ()
+    rows: Sequence[Row],
+    threshold: float,
+    name: str | None,
+    not_gated: Sequence[str] = (),
+    limits: Mapping[str, float] | None = None,
 ) -> list[str]:
     """The verdict of --fail-on-regression, naming each regressed benchmark; ``not_gated``: the
-    metrics of the comparison that no threshold names."""
+    metrics of the comparison that no threshold names; ``limits``: every gated metric's
+    threshold in %, named in the verdict line where there is more than time's."""
     measured = compared(rows)
+    gate = f"regression gate ({_limits(threshold, limits)})"
     if not measured:
         unmeasured = [row for row in rows if row.status == "unmeasured"]
         why = (
@@ -76,10 +90,7 @@ def gate_lines(
             if unmeasured
             else "all skipped, failed, new, incompatible or --benchmark-disable"
         )
-        return [
-            f"regression gate ({threshold:g}%): NOTHING CHECKED - no benchmark was measured "
-            f"against the baseline ({why})"
-        ]
+        return [f"{gate}: NOTHING CHECKED - no benchmark was measured against the baseline ({why})"]
     failing = [row for row in measured if row.regression]
     doubtful = [row for row in measured if row.verdict == "inconclusive"]
     if not failing:
@@ -93,14 +104,14 @@ def gate_lines(
         )
         unresolved = [_unresolved_line(row, threshold) for row in doubtful]
         checked = _checked(measured, not_gated)
-        verdict = f"regression gate ({threshold:g}%): passed, {checked}{note}"
+        verdict = f"{gate}: passed, {checked}{note}"
         return [line for line in unresolved if line] + [verdict]
     lines = [_regression_line(row, name) for row in failing]
     # What it could not rule out is named whether or not the session fails on something else.
     lines += [line for line in (_unresolved_line(row, threshold) for row in doubtful) if line]
     confirmed = " and confirmed" if all(row.confirmed for row in failing) else ""
     lines.append(
-        f"regression gate ({threshold:g}%): FAILED, {len(failing)} benchmark(s) regressed"
+        f"{gate}: FAILED, {len(failing)} benchmark(s) regressed"
         f"{confirmed}; exit code {REGRESSION_EXIT_CODE}"
     )
     return lines

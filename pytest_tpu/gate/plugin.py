@@ -379,7 +379,8 @@ class GatePlugin:
         gated = [r for r in rows if r.metric in self._thresholds_of(r.nodeid)]
         shown = {r.metric for r in rows if r.status == "compared"}
         not_gated = sorted(shown - {r.metric for r in gated})
-        said = gate_lines(gated or rows, threshold, self.settings.compare, not_gated)
+        limits = self.settings.thresholds
+        said = gate_lines(gated or rows, threshold, self.settings.compare, not_gated, limits)
         hint = between_sessions_hint(gated or rows, self._time_thresholds(rows))
         said += [hint] if hint else []  # stored runs only: a same-job session says its own
         self.lines += said
