@@ -463,6 +463,39 @@ def test_new_missing_and_base_failures_are_rows(repo):
     )
 
 
+CRASHES = """
+import os, signal
+
+CRASH = {crash}
+calls = [0]
+
+def work():
+    calls[0] += 1
+    if CRASH and calls[0] == 20:  # a native crash in the middle of a round
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return sum(range(200))
+
+def test_a(benchmark):
+    benchmark(work)
+
+def test_b(benchmark):
+    benchmark(sum, range(200))
+"""
+
+
+def test_a_base_session_that_crashes_leaves_base_failed_rows_not_new_ones(repo):
+    commit(repo, "a base that crashes", test_bench=CRASHES.format(crash=True))
+    head = CRASHES.format(crash=False) + "\ndef test_c(benchmark):\n    benchmark(sum, [1])\n"
+    commit(repo, "head", test_bench=head)
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1")
+    assert result.ret == 0
+    out = result.stdout.str()
+    # Seen before: "1 inconclusive, 3 new" after a segfault on the base side.
+    result.stdout.fnmatch_lines(["*: 2 base failed, 1 new (table below)"])
+    assert "the base session ended (killed by signal 11, SIGSEGV) before it measured this" in out
+    assert len(worktrees(repo)) == 1
+
+
 def test_a_dirty_tree_is_measured_as_it_is_and_the_header_says_so(repo):
     (repo.path / "test_bench.py").write_text(BENCH.format(n=3100))
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")

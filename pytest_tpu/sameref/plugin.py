@@ -37,7 +37,7 @@ from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, resolve, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
-from pytest_tpu.sameref.rows import build_rows
+from pytest_tpu.sameref.rows import base_crashed, build_rows
 from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 from pytest_tpu.timing import size_rounds_on_a_steady_call
@@ -361,6 +361,9 @@ class HeadPlugin:
             if self.leader.note:
                 self.lines.append(f"base session: {self.leader.note}")
             rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold, self.own)
+            crash = self._crash()
+            if crash:
+                rows = base_crashed(rows, self._in_base, crash)
             try:
                 rows = self._confirmed(rows, session)
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the new pair is stopped and cleaned
@@ -402,6 +405,35 @@ class HeadPlugin:
             lines.append(line)
         self.lines += [line for line in lines if line]
         return rows
+
+    def _crash(self) -> str:
+        """How the base session ended, where it did not end well: its exit code or signal; ""
+        where it ended normally."""
+        child = self.child
+        code = child.poll() if child is not None else None
+        if code is None or code in (0, 1, 5) or not (self.leader and self.leader.note):
+            return ""  # passed, tests failed, or no tests: its results say so
+        how = f"exit code {code}"
+        if code < 0:
+            try:
+                how = f"killed by signal {-code}, {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        # Its output's tail is a native traceback's last frames (pytest's __main__): not said.
+        return f"the base session ended ({how}) before it measured this"
+
+    def _in_base(self, nodeid: str) -> bool:
+        """Whether the base revision has the test: its file, and its function's name in it."""
+        if self.tree is None:
+            return False
+        path, _, rest = nodeid.partition("::")
+        name = rest.rpartition("::")[2].partition("[")[0]
+        try:  # node ids are relative to the rootdir, which may lie below the repository's root
+            where = self.config.rootpath.resolve().relative_to(self.root.resolve())
+            text = (self.tree.path / where / path).read_text(errors="replace")
+        except (OSError, ValueError):
+            return False
+        return bool(name) and name in text
 
     def _stop_child(self) -> None:
         child = self.child

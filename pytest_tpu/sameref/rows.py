@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -191,3 +191,15 @@ def build_rows(
         if nodeid not in measured and other.get("outcome") == "passed"
     ]
     return rows
+
+
+def base_crashed(rows: Sequence[Row], in_base: Callable[[str], bool], why: str) -> list[Row]:
+    """``rows`` after the base session died: a benchmark without a base result that the base
+    revision has (``in_base``) is ``base failed`` with ``why``, not ``new`` (trial 15: a base
+    that crashed on a segfault showed its last three benchmarks as "new")."""
+    return [
+        replace(row, status="base failed", reason=f"no result from the base side: {why}")
+        if row.status == "new" and in_base(row.nodeid)
+        else row
+        for row in rows
+    ]
