@@ -13,8 +13,13 @@ So during a benchmark's rounds both sides pin every thread, the same way: the th
 the rounds to the shared core, and the threads of each name (``tf_Compute``, ``python``, ...) one
 by one round-robin over the other cores and then that one, the busiest in the benchmark's first
 call first (by the CPU time each used in it; threads that did not run keep the order they were
-made in, so both sides place them alike). Each thread keeps one core, and the working threads of
-a pool land on different cores, so a multi-threaded benchmark keeps its parallelism. Busiest
+made in, so both sides place them alike). After one pinned round they are placed once more, the
+busiest in that round first: the first call's busiest threads are often not the rounds' (an XLA
+function's compiling threads, and worker threads that share the name ``python`` and did near-equal
+work then), and a placement that put both of its working threads on the calling thread's core ran
+at 39 ms a round where the other ran at 22 ms: pairs of processes with identical code differed by
+-29 % to +64 % (trial 15). Each thread keeps one core, and the working threads of a pool land on
+different cores, so a multi-threaded benchmark keeps its parallelism. Busiest
 first matters for a library whose helpers share the calling thread's name and work beside it
 (OpenBLAS, OpenMP): taken in the order they were made, idle threads of that name (TensorFlow
 makes a few) put numpy's OpenBLAS helper on the calling thread's core, where each waited on the
@@ -110,16 +115,26 @@ class Pin:
             ordered = sorted(allowed)
             start = ordered.index(self.core) + 1 if self.core in ordered else 0
             self.cores = ordered[start:] + ordered[:start]  # the shared core comes last
-            first = True
-        else:
-            first = False
-        others = [tid for tid in _threads() if tid not in self.saved]
-        if first:  # the busiest in the first call first: the cores other than the shared one
-            others.sort(key=lambda tid: self.used.get(tid, 0) - _cpu_ns(tid))
+            self._pin_busiest_first([tid for tid in _threads() if tid != caller])
+            return
+        if self.calls == 3:  # placed again by a round's work, no longer by the first call's
+            self.named.clear()
+            self._pin_busiest_first([tid for tid in _threads() if tid != caller])
+            return
+        for tid in [tid for tid in _threads() if tid not in self.saved]:
+            self._pin_other(tid)
+            self.born_pinned.add(tid)
+
+    def _pin_busiest_first(self, others: list[int]) -> None:
+        """Pin ``others``, the busiest since the last placement first (the first call's CPU time
+        at the first, a whole round's at the second), and note what each has used by now."""
+        now = {tid: _cpu_ns(tid) for tid in others}
+        others.sort(key=lambda tid: self.used.get(tid, 0) - now[tid])
+        if len(self.saved) > 1:  # placed before: threads new since were born pinned
+            self.born_pinned.update(tid for tid in others if tid not in self.saved)
         for tid in others:
             self._pin_other(tid)
-            if not first:
-                self.born_pinned.add(tid)
+        self.used = now
 
     def _pin_other(self, tid: int) -> None:
         name = _name(tid)
@@ -130,7 +145,7 @@ class Pin:
             os.sched_setaffinity(tid, {core})
         except OSError:  # the thread ended meanwhile, or may not be moved: leave it
             saved = set()
-        self.saved[tid] = saved
+        self.saved.setdefault(tid, saved)  # placed again: what it had before the first pin
 
     def release(self) -> None:
         caller = threading.get_native_id()
