@@ -136,6 +136,26 @@ def test_a_new_pair_too_noisy_to_tell_asks_for_one_more_with_more_rounds(measure
     assert once_more(measured, 0.05, 1) == 0  # --tpu-compare-ref-rounds=1: no more rounds
 
 
+def test_more_rounds_never_go_past_the_most_in_all():
+    from pytest_tpu.sameref.confirm import more_rounds_for
+
+    noisy = with_detectable(again(2.8, -8.6, 15.5), 12.0)  # asks for 4x
+    ids = ["t::a", "t::b"]
+    measured = {"t::a": noisy, "t::b": noisy}
+    limits = dict.fromkeys(ids, 0.05)
+    assert more_rounds_for(ids, measured, limits, 4, {}) == {"t::a": 4, "t::b": 4}
+    # In a session that already had 4x (or 2x) the rounds: 4x in all, not 16x (trial 15).
+    assert more_rounds_for(ids, measured, limits, 4, {"t::a": 4, "t::b": 2}) == {
+        "t::a": 4,
+        "t::b": 4,
+    }
+    asked = once_more(noisy, 0.05, 16)  # what it asks where up to 16x is allowed
+    assert more_rounds_for(ids, measured, limits, 16, {"t::a": 4}) == {
+        "t::a": min(16, 4 * asked),
+        "t::b": asked,
+    }
+
+
 def test_the_last_pair_decides_where_the_new_pair_could_not_tell():
     noisy = with_detectable(again(2.8, -8.6, 15.5), 12.0)
     row = _judged(FIRST, noisy, 0.05, (4, again(8.0, 3.1, 13.0)))
