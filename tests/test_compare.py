@@ -249,6 +249,26 @@ def test_a_failing_gate_still_names_what_it_could_not_rule_out():
     assert lines[-1].startswith("regression gate (5%): FAILED, 1 benchmark(s) regressed")
 
 
+def test_a_gate_on_several_metrics_names_each_threshold_and_no_wrong_size():
+    from pytest_tpu.gate.lines import gate_lines
+
+    def doubtful(metric: str) -> Row:
+        return Row(nodeid="t.py::test_x", status="compared", verdict="inconclusive", metric=metric)
+
+    rows = [doubtful("time"), doubtful("compile")]
+    [line] = gate_lines(rows, 5.0, "main", ["memory"], {"time": 5.0, "compile": 25.0})
+    # Seen: "(5%)" for a gate on two metrics, and "a 5% slowdown" said of a 25 % compile row.
+    assert line == (
+        "regression gate (time 5%, compile 25%): passed, 2 checked (1 time, 1 compile); memory "
+        "rows shown, not gated; 2 inconclusive: a slowdown of its threshold there is neither "
+        "shown nor ruled out (see the table)"
+    )
+    [line] = gate_lines(rows[:1], 5.0, "main")
+    assert line.endswith(
+        "1 inconclusive: a 5% slowdown there is neither shown nor ruled out (see the table)"
+    )
+
+
 def test_a_first_call_allows_for_the_spread_of_every_first_call_and_the_machine_s_drift():
     # Trial 15: three saved first calls that agreed closely made an unchanged one "+17.6 %
     # [+16.6, +18.5] slower"; beside a busy neighbour +63 % to +137 % failed a 25 % gate.
