@@ -22,6 +22,10 @@ MAX_WIDTH = 100  # the terminal's width where the caller does not know it (files
 # A comparison row's name is cut no shorter than this; where the figures leave it less, each
 # row's name goes on a line of its own above its figures (trial 14: "test_a…mory)").
 NAME_MIN = 24
+SPREAD_LEGEND = (
+    "±: the rounds' spread (standard deviation over the mean), not an interval; "
+    "[a, b]: 95% intervals of a change"
+)
 # The device kinds in the order people read them (the same order as options.KINDS, which is not
 # imported here because options imports pytest).
 KIND_ORDER = ("cpu", "gpu", "tpu")
@@ -695,6 +699,7 @@ def to_markdown(
         if cross:
             out += ["", f"#### {table.workload} across configurations", "", cross]
         out.append("")
+    out += [SPREAD_LEGEND, ""] if tables else []
     if comparison is not None:
         out += _markdown_comparison(comparison, baseline)
     if gate:

@@ -223,6 +223,8 @@ class SummaryPlugin:
             if cross:
                 tr.write_line("")
                 _lines(tr, cross)
+        if tables:  # "±" and "[a, b]" are different things; the tables say which once (trial 15)
+            tr.write_line(report.SPREAD_LEGEND)
         comparison = self._comparison()
         if comparison is not None:
             self._print_comparison(tr, comparison)

@@ -141,6 +141,10 @@ def test_report_md_writes_markdown_tables(bench):
     assert "### test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu" in text
     assert "| N=1024 float32 |" in text
     assert "#### test_cnn across configurations" in text
+    # What "±" is, once, in the report and in the terminal (trial 15: told from no interval).
+    legend = "±: the rounds' spread (standard deviation over the mean), not an interval"
+    assert text.count(legend) == 1
+    assert result.stdout.str().count(legend) == 1
 
 
 def test_report_json_writes_the_numbers(bench):
