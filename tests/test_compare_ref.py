@@ -496,6 +496,22 @@ def test_a_base_session_that_crashes_leaves_base_failed_rows_not_new_ones(repo):
     assert len(worktrees(repo)) == 1
 
 
+def test_benchmark_disable_runs_no_base_and_says_nothing_was_checked(repo):
+    result = repo.runpytest_subprocess(
+        *FAST, "--compare-ref=HEAD", "--fail-on-regression=5", "--benchmark-disable"
+    )
+    assert result.ret == pytest.ExitCode.OK  # the tests passed; nothing was judged
+    # Seen before: every row "missing", after a base session that measured nothing either.
+    result.stdout.fnmatch_lines(
+        [
+            "compare-ref: HEAD not run: --benchmark-disable measures nothing, so the base *",
+            "regression gate (5%): NOTHING CHECKED - --benchmark-disable measures nothing*",
+        ]
+    )
+    assert "missing" not in result.stdout.str()
+    assert len(worktrees(repo)) == 1
+
+
 def test_a_dirty_tree_is_measured_as_it_is_and_the_header_says_so(repo):
     (repo.path / "test_bench.py").write_text(BENCH.format(n=3100))
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")

@@ -33,7 +33,7 @@ from pytest_tpu.gate.compare import (
     verdict_key,
 )
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
-from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, under_xdist
+from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, benchmarks_disabled, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, resolve, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
@@ -42,6 +42,7 @@ from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 from pytest_tpu.timing import size_rounds_on_a_steady_call
 
+UNMEASURED = "--benchmark-disable measures nothing, so the base revision was not run"
 CONNECT_TIMEOUT_S = 300.0  # the base session's start: Python, pytest, plugins, its conftests
 STOP_TIMEOUT_S = 10.0
 # pytest-benchmark options that decide how a benchmark is measured: the base gets the same.
@@ -166,6 +167,7 @@ class HeadPlugin:
         self.leader: Leader | None = None
         self.conn: Connection | None = None
         self.dirty = ""  # what the tree holds beyond HEAD, or nothing
+        self.unmeasured = False  # --benchmark-disable: nothing to compare, no base run
         self.lines: list[str] = []
         self.log = Path()
         self._old_sigterm: Any = None
@@ -202,10 +204,14 @@ class HeadPlugin:
             raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
         self.root = root
         self.dirty = worktree.dirty(root)
+        # Nothing is measured, so the base is not run at all (trial 15: every row "missing").
+        self.unmeasured = benchmarks_disabled(config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Check out REF, start the base session and wait for it to connect."""
+        if self.unmeasured:
+            return
         worktree.remove_stale(self.root)
         try:
             self.tree = worktree.create(self.root, self.commit)
@@ -289,6 +295,8 @@ class HeadPlugin:
         return " | ".join(lines[-3:]) or "no output"
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if self.unmeasured:
+            return [f"compare-ref: {self.ref} not run: {UNMEASURED}"]
         head = f"this tree with {self.dirty}, measured as it is" if self.dirty else "HEAD"
         how = (
             "whole runs alternate (base, head, base): the device admits one process at a time"
@@ -341,6 +349,9 @@ class HeadPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if session.exitstatus == pytest.ExitCode.USAGE_ERROR:
             return  # its error says why; no base run, no "the base session did not run"
+        if self.unmeasured:
+            self._nothing_measured()
+            return
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             self.lines.append("session interrupted: the base session was stopped, nothing compared")
             return  # pytest_unconfigure ends the base session and removes the worktree
@@ -384,6 +395,15 @@ class HeadPlugin:
             remember_gate(self.config, said, gate_verdict(rows))
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
+
+    def _nothing_measured(self) -> None:
+        """--benchmark-disable: nothing compared, and the gate says why; the exit code stands."""
+        self.lines.append(f"nothing compared with {self.ref}: {UNMEASURED}")
+        if self.settings.gating:
+            pct = self.settings.fail_on_regression or 5.0
+            said = [f"regression gate ({pct:g}%): NOTHING CHECKED - {UNMEASURED}"]
+            self.lines += said
+            remember_gate(self.config, said, "nothing checked")
 
     def _confirmed(self, rows: list[Row], session: pytest.Session) -> list[Row]:
         """Regressions stand only if a new pair of processes measures them too (``confirm``);
