@@ -598,9 +598,11 @@ def comparison_blocks(
         headers.pop(1)
         body = [[row[0], *row[2:]] for row in body]
     label_cols = 2 if devices else 1
-    text = fit(body, headers, fmt, label_cols, _shorten_middle, width)
+    whole = _tabulate(body, headers, fmt, label_cols)
     longest = max((len(row[0]) for row in body), default=0)
-    if fmt != "simple" or (_widest(text) <= width and _names_kept(text, longest)):
+    # ``fit`` cuts the names by what the table is over the width: fine down to NAME_MIN.
+    if fmt != "simple" or longest - (_widest(whole) - width) >= min(longest, NAME_MIN):
+        text = fit(body, headers, fmt, label_cols, _shorten_middle, width)
         return _split_table(text.splitlines())
     # Stacked: the figures with an empty name column, each row's name on the line above.
     headers[0] = ""
@@ -608,12 +610,6 @@ def comparison_blocks(
     head, lines = _split_table(stacked.splitlines())
     names = [row[0] for row in body]
     return head, [[name, line[0]] for name, line in zip(names, lines, strict=True)]
-
-
-def _names_kept(text: str, longest: int) -> bool:
-    """Whether ``fit`` left the name column at least ``NAME_MIN`` wide (or whole)."""
-    rule = text.splitlines()[1] if len(text.splitlines()) > 1 else ""
-    return len(rule.split(" ")[0]) >= min(longest, NAME_MIN)
 
 
 def _split_table(lines: list[str]) -> tuple[list[str], list[list[str]]]:

@@ -507,14 +507,17 @@ def pooled_first_calls(base: Mapping[str, Side]) -> float:
     or more (log scale, each about its own mean); 0 where none has two."""
     squares, df = 0.0, 0
     for side in base.values():
-        logs = [
-            math.log(r.metrics["compile"]) for r in sessions(side.runs) if "compile" in r.metrics
-        ]
+        logs = [math.log(x) for x in saved_metric(side, "compile")]
         if len(logs) >= 2:
             mean = math.fsum(logs) / len(logs)
             squares += math.fsum((x - mean) ** 2 for x in logs)
             df += len(logs) - 1
     return math.sqrt(squares / df) if df else 0.0
+
+
+def saved_metric(side: Side, metric: str) -> list[float]:
+    """One value of ``metric`` per saved session of ``side`` that recorded it."""
+    return [run.metrics[metric] for run in sessions(side.runs) if metric in run.metrics]
 
 
 def _mean_log(values: Sequence[float]) -> float:
@@ -533,7 +536,7 @@ def metric_rows(
     rows = []
     now = current.latest.metrics
     for metric in ("memory", "compile"):
-        history = [r.metrics[metric] for r in sessions(base.runs) if metric in r.metrics]
+        history = saved_metric(base, metric)
         if not history or metric not in now:
             continue
         threshold = thresholds.get(metric, DEFAULT_THRESHOLDS[metric])

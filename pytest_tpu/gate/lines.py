@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from pytest_tpu.gate.compare import Row, compared
@@ -52,9 +53,7 @@ def gate_verdict(rows: Sequence[Row]) -> str:
 def _checked(measured: Sequence[Row], not_gated: Sequence[str]) -> str:
     """How many rows the gate judged, by metric where there are several, and which metrics the
     table shows that it did not judge (its counts line has their rows too)."""
-    by_metric: dict[str, int] = {}
-    for row in measured:
-        by_metric[row.metric] = by_metric.get(row.metric, 0) + 1
+    by_metric = Counter(row.metric for row in measured)
     said = f"{len(measured)} checked"
     if set(by_metric) != {"time"}:
         said += " (" + ", ".join(f"{n} {metric}" for metric, n in by_metric.items()) + ")"
