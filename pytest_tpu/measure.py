@@ -33,6 +33,8 @@ from pytest_tpu import memory
 from pytest_tpu.progress import Progress, terminal_writer
 from pytest_tpu.timing import clock
 
+USER_SETUP_ATTR = "pytest_tpu_user_setup"  # on a setup this module chained: the test's own
+
 
 class Tracker:
     """The bookkeeping of one benchmark: first call, memory, progress."""
@@ -149,6 +151,9 @@ def _chained(setup: Callable[[], Any] | None, tracker: Tracker, warmup: int) -> 
         rounds_started[0] += 1
         return setup() if setup is not None else None
 
+    # The test's own setup, or None: --compare-ref may call a target twice a round only where
+    # the test gave no setup of its own.
+    setattr(setup_with_bookkeeping, USER_SETUP_ATTR, setup)
     return setup_with_bookkeeping
 
 

@@ -655,6 +655,35 @@ def test_a_worktree_left_by_a_killed_session_is_removed_next_time(repo):
     assert len(worktrees(repo)) == 1
 
 
+COLLECTED = """
+import os
+
+with open(os.environ["COLLECTED_LOG"], "a") as log:  # one line per session that collects this
+    log.write(os.getcwd() + "\\n")
+
+def test_on(accelerator):
+    assert accelerator
+"""
+
+
+def test_whole_runs_start_only_once_the_devices_are_known(repo, monkeypatch):
+    log = repo.path / "collected.log"
+    monkeypatch.setenv("COLLECTED_LOG", str(log))
+    commit(repo, "a device test", test_device=COLLECTED)
+    runs = ("--compare-ref=HEAD", "--tpu-compare-ref-mode=runs")
+    result = repo.runpytest_subprocess(*FAST, *runs, "--accelerator=gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accelerator asked for devices that are not present*"])
+    # Only this session collected the test: no whole base run was spent before the error.
+    assert log.read_text().splitlines() == [str(repo.path)]
+    # Nothing runs under --collect-only, so neither does the base.
+    result = repo.runpytest_subprocess(*FAST, *runs, "--collect-only", "test_device.py")
+    assert result.ret == pytest.ExitCode.OK
+    assert log.read_text().splitlines() == [str(repo.path)] * 2
+    assert "compared with" not in result.stdout.str()
+    assert len(worktrees(repo)) == 1
+
+
 def test_whole_runs_alternate_where_a_device_admits_one_process(repo):
     commit(repo, "slower", test_bench=BENCH.format(n=90000))
     args = ("--compare-ref=HEAD~1", "--tpu-compare-ref-mode=runs", "--tpu-report=out.json")
@@ -914,6 +943,26 @@ def consume(items):
 
 def test_consumes(benchmark):
     benchmark.pedantic(consume, setup=make, rounds=30)
+
+state = {"open": 0, "pedantic": 0}
+
+def use():
+    state["open"] += 1
+    assert state["open"] == 1  # a second call before the teardown would raise
+
+def close():
+    state["open"] -= 1
+
+def test_torn_down(benchmark):
+    benchmark.pedantic(use, teardown=close, rounds=30)
+
+def same_arguments():
+    state["pedantic"] += 1
+    return sum(range(300))
+
+def test_pedantic(benchmark):
+    benchmark.pedantic(same_arguments, rounds=40, warmup_rounds=1)
+    pathlib.Path("pedantic.json").write_text(json.dumps(state["pedantic"]))
 """
 
 
@@ -928,6 +977,10 @@ def test_a_short_call_is_timed_warm_and_pedantic_arguments_are_used_once(repo):
     # Right after the other side's round the caches are cold, and a call of microseconds would
     # read slower by what refilling them costs: each timed call follows an untimed one.
     assert calls >= 2 * short["rounds"] * short["iterations"]
+    # So does pedantic's, on arguments no setup made (all but its first call, which is timed
+    # alone); with a setup or a teardown every call stands alone (above: they would raise).
+    # (A call the machine delays past a millisecond is not doubled after it: at least most.)
+    assert json.loads((repo.path / "pedantic.json").read_text()) >= 1.8 * 41
 
 
 def test_a_resolving_session_gives_both_styles_more_rounds_on_both_sides(repo, monkeypatch):

@@ -11,6 +11,7 @@ so rounds alternate ABBA and the verdict is taken on pairs of neighbouring round
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import signal
@@ -55,10 +56,10 @@ BENCHMARK_OPTIONS = (
     ("benchmark_warmup_iterations", "--benchmark-warmup-iterations"),
 )
 BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
-# benchmark(fn) calls shorter than this get an untimed call before each timed one in their turn:
-# the other side's round has just left the caches cold. A 34 µs numpy function made 30 % slower
-# (plain runs) read +23 to +27 % without it, +28 to +29 % with it; beyond a millisecond refilling
-# the caches is a small share of a call.
+# Calls shorter than this get an untimed call before each timed one in their turn: the other
+# side's round has just left the caches cold. A 34 µs numpy function made 30 % slower (plain runs)
+# read +23 to +27 % without it, +28 to +29 % with it; beyond a millisecond refilling the caches is
+# a small share of a call.
 WARM_BELOW_S = 0.001
 
 
@@ -73,37 +74,55 @@ def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: 
     original = getattr(fixture, "_make_runner", None)
     if not callable(original):
         return
+    same_arguments = _pedantic_arguments_repeat(fixture)
+    # The previous call's time, across runners (pedantic makes one per round): the calibrating
+    # call and the first round are never doubled.
+    last = [math.inf]
 
     def make_runner(function: Any, args: Any, kwargs: Any) -> Any:
         runner = original(function, args, kwargs)
-
-        last = [math.inf]  # the previous call's time: the calibrating call is never doubled
-        # Only benchmark(fn): pedantic's setup may make arguments that one call consumes.
-        plain_call = str(getattr(fixture, "_mode", "")).startswith("benchmark(")
+        # A call may be made twice only on arguments a call does not use up: benchmark(fn)'s, and
+        # pedantic's without a setup (which may make arguments one call consumes) or a teardown
+        # (which may expect one call before it).
+        plain = str(getattr(fixture, "_mode", "")).startswith("benchmark(")
+        repeatable = plain or same_arguments == [True]
 
         def taking_turns(*call_args: Any) -> Any:
             take_turn()
             pin.before_round()
-            if plain_call and last[0] < WARM_BELOW_S:
+            if repeatable and last[0] < WARM_BELOW_S:
                 runner(*call_args)  # untimed: warms the caches the other side's round took
-            last[0] = runner(*call_args)
-            return last[0]
+            timed = runner(*call_args)  # pedantic's single call: (duration, result)
+            last[0] = timed[0] if isinstance(timed, tuple) else timed
+            return timed
 
         return taking_turns
 
     fixture._make_runner = make_runner
 
 
-def _check_tpu_target() -> None:
-    """A TPU named explicitly but with nothing to try is a usage error now, before the base
-    runs start: the header would find it only after a whole base run (trial 14: 12 s, the error
-    printed three times). A target that is there but does not answer is the probe's to find."""
-    from pytest_tpu.session import not_present
-    from pytest_tpu.tpu import find_target
+def _pedantic_arguments_repeat(fixture: Any) -> list[bool]:
+    """A box that says, once ``benchmark.pedantic`` is called, whether every round gets the same
+    arguments and nothing runs between rounds (no ``setup``, no ``teardown``)."""
+    box: list[bool] = []
+    raw = getattr(fixture, "_raw_pedantic", None)
+    if not callable(raw):
+        return box
 
-    target = find_target()
-    if isinstance(target, str):
-        raise pytest.UsageError(not_present([f"tpu: no TPU: {target}"]))
+    def raw_pedantic(*args: Any, **kwargs: Any) -> Any:
+        from pytest_tpu.measure import USER_SETUP_ATTR
+
+        try:
+            given = inspect.signature(raw).bind_partial(*args, **kwargs).arguments
+        except TypeError:  # pytest-benchmark says what is wrong with the call
+            return raw(*args, **kwargs)
+        setup = given.get("setup")
+        setup = getattr(setup, USER_SETUP_ATTR, setup)  # a device test's, under our bookkeeping
+        box[:] = [setup is None and given.get("teardown") is None]
+        return raw(*args, **kwargs)
+
+    fixture._raw_pedantic = raw_pedantic
+    return box
 
 
 def _option_value(value: Any) -> str:
@@ -195,8 +214,6 @@ class HeadPlugin:
         tpu = "tpu" in selection.kinds and selection.mode != "auto"
         mode = self.settings.compare_ref_mode
         self.whole_runs = mode == "runs" or (mode == "auto" and tpu)
-        if tpu and selection.mode == "explicit":
-            _check_tpu_target()
         try:
             root = worktree.repository_root(config.rootpath)
             self.commit = worktree.resolve(root, self.ref)
@@ -220,8 +237,7 @@ class HeadPlugin:
         self._old_sigterm = signal.signal(signal.SIGTERM, _interrupt)
         self.log = Path(self.tree.path.parent) / "base-session.log"
         if self.whole_runs:
-            self._whole_run()  # base, then this session's head, then base again at the end
-            return
+            return  # the first whole base run waits for the header's device check (runtestloop)
         listener, env = open_listener(str(self.tree.path.parent))
         self._start_child(env)
         self.conn = self._accept(listener)
@@ -318,6 +334,20 @@ class HeadPlugin:
         if self.conn is not None:
             self.leader = Leader(self.conn, [item.nodeid for item in session.items])
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Whole runs: the base runs once before the head's tests (base, head, base).
+
+        Not at the session's start: a device the options ask for and the machine lacks is a
+        usage error at the end of collection (the header), and a whole base run before it would
+        be spent for nothing (trial 14: two base runs, 12 s, then the error)."""
+        if not self.whole_runs or self.tree is None or self.base_runs:
+            return
+        option = session.config.option
+        if option.collectonly or (session.testsfailed and not option.continue_on_collection_errors):
+            return  # no test will run: pytest's own loop stops here
+        self._whole_run()
+
     # -------------------------------------------------------------- rounds
 
     @pytest.hookimpl(wrapper=True)
@@ -361,6 +391,8 @@ class HeadPlugin:
         if self.whole_runs:
             from pytest_tpu.sameref import runs
 
+            if not self.base_runs:
+                return  # no test ran (collection only, or errors): the base was not run either
             self._whole_run()
             rows = runs.build_rows(results.passed, failed, self.base_runs, threshold, self.own)
         elif self.leader is None:
