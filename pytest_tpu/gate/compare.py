@@ -438,8 +438,9 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
     as at least the floor.
     """
     largest = max(history)
-    common = _metric_common(nodeid, "memory", largest, now)
     base, current = max(largest, MEMORY_FLOOR_BYTES), max(now, MEMORY_FLOOR_BYTES)
+    common = {**_metric_common(nodeid, "memory", base, current), "base_value": largest}
+    common["current_value"] = now
     allowance = max(MEMORY_FLOOR_BYTES, largest - min(history))
     grown = current > base * (1 + threshold) and now - largest > allowance
     shrunk = current < base * (1 - threshold) and largest - now > allowance
@@ -455,7 +456,7 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
         regression=grown,
         noise_source=source,
         reason=reason if abs(now - largest) <= allowance and verdict == "unchanged" else "",
-        **{**common, "change": current / base - 1},
+        **common,
     )
 
 

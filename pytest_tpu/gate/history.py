@@ -20,9 +20,13 @@ SOURCES = ("run", "noise")
 # One value per run of the metrics gated besides time, from extra_info, the first key present
 # wins: the memory the rounds added (the device allocator's peak, or peak RSS on a CPU), and the
 # first call's time (trace and compile): the suite's own cold_s/first_epoch_s/first_step_s, or
-# the plugin's first_call_s for users' benchmarks. A key present with nothing positive gives no
+# the plugin's first_call_s for users' benchmarks. A key present with nothing usable gives no
 # value: falling through to the next key would mix two quantities in one history (an increase of
 # 0 B replaced by the whole process's 1 GB peak made an unchanged benchmark -100 % in memory).
+# Memory may be 0 (the calls added nothing the kernel saw): that run's value is as real as any,
+# and dropping it hid how much an unchanged benchmark's increase moves between runs (trial 16: an
+# LSTM fit added 0 B in 3 of 5 saved runs; its history kept the other 2, and an unchanged run
+# failed a memory gate at +36 %). A first call takes time: it must be positive.
 METRIC_KEYS = {
     "memory": ("peak_memory_increase_bytes", "peak_memory_bytes"),
     "compile": ("cold_s", "first_epoch_s", "first_step_s", "first_call_s"),
@@ -30,14 +34,21 @@ METRIC_KEYS = {
 
 
 def metrics_of(extra_info: Mapping[str, Any]) -> dict[str, float]:
-    """The gated metrics a result carries, as positive numbers."""
+    """The gated metrics a result carries (see ``usable``)."""
     found: dict[str, float] = {}
     for metric, keys in METRIC_KEYS.items():
         key = next((key for key in keys if key in extra_info), None)
         value = extra_info.get(key) if key else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, int | float) and usable(metric, value):
             found[metric] = float(value)
     return found
+
+
+def usable(metric: str, value: Any) -> bool:
+    """A number, positive for a first call's time and at least 0 for memory added."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return False
+    return value >= 0 if metric == "memory" else value > 0
 
 
 @dataclass(frozen=True)
@@ -81,10 +92,11 @@ class RunSummary:
         commit = data.get("commit")
         metrics = data.get("metrics", {})
         if not isinstance(metrics, Mapping) or not all(
-            key in METRIC_KEYS and isinstance(v, int | float) and not isinstance(v, bool) and v > 0
-            for key, v in metrics.items()
+            key in METRIC_KEYS and usable(key, v) for key, v in metrics.items()
         ):
-            raise ValueError("'metrics' is not an object of positive memory/compile values")
+            raise ValueError(
+                "'metrics' is not an object of memory (at least 0) and compile (positive) values"
+            )
         return cls(
             rounds=rounds,
             raw=Estimate.from_json(data.get("raw")),
