@@ -280,6 +280,36 @@ def test_a_gate_on_several_metrics_names_each_threshold_and_no_wrong_size():
     )
 
 
+def test_gate_lines_judge_each_row_by_its_own_threshold():
+    from pytest_tpu.gate.lines import gate_lines
+
+    def row(change, low, high, verdict="inconclusive", threshold=0.30, **kw):
+        return Row(
+            nodeid="t.py::test_x",
+            status="compared",
+            verdict=verdict,
+            change=change,
+            low=low,
+            high=high,
+            confidence=kw.pop("confidence", 0.5),
+            threshold=threshold,
+            **kw,
+        )
+
+    # Trial 16: +21.6 % failed a 30 % marker and the line did not say why; the interval's
+    # reaching the threshold is the rule, and the line names it.
+    failing = row(0.216, 0.101, 0.344, "slower", regression=True, confidence=0.998)
+    [line, verdict] = gate_lines([failing], 10.0, "main")
+    assert "(95% interval +10.1% .. +34.4%, reaching its 30% threshold; 99.8% sure" in line
+    assert verdict.startswith("regression gate (10%): FAILED")
+    # A same-job +15.8 % under a 30 % marker is not "past the threshold" of a 10 % session.
+    [line] = gate_lines([row(0.158, 0.147, 0.168)], 10.0, "main")
+    assert not line.startswith("UNRESOLVED")
+    # An interval wholly under the threshold hides no slowdown: not counted as one that may.
+    [line] = gate_lines([row(-0.015, -0.029, -0.0, threshold=0.02)], 2.0, "main")
+    assert line == "regression gate (2%): passed, 1 checked"
+
+
 def test_a_first_call_allows_for_the_spread_of_every_first_call_and_the_machine_s_drift():
     # Trial 15: three saved first calls that agreed closely made an unchanged one "+17.6 %
     # [+16.6, +18.5] slower"; beside a busy neighbour +63 % to +137 % failed a 25 % gate.

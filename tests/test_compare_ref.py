@@ -365,8 +365,8 @@ def test_more_rounds_can_be_turned_off(repo):
     # A green gate still names the slowdown it could not rule out, and what it could have seen.
     result.stdout.fnmatch_lines(
         [
-            "UNRESOLVED test_bench.py::test_noisy: time +*% (95% interval * .. *), past the "
-            "threshold but not shown to be slower (*% sure; the gate fails at 99%); this "
+            "UNRESOLVED test_bench.py::test_noisy: time +*% (95% interval * .. *), past its "
+            "10% threshold but not shown to be slower (*% sure; the gate fails at 99%); this "
             "comparison catches *% 4 times in 5 "
             "(noise: 6 paired rounds in this job, one pair of processes)",
             "regression gate (10%): passed, 2 checked; 1 inconclusive*",
@@ -510,6 +510,15 @@ def test_benchmark_disable_runs_no_base_and_says_nothing_was_checked(repo):
     )
     assert "missing" not in result.stdout.str()
     assert len(worktrees(repo)) == 1
+    # --benchmark-skip skips every benchmark: no base either (trial 16: a base session, 6 missing).
+    result = repo.runpytest_subprocess(
+        *FAST, "--compare-ref=HEAD", "--fail-on-regression=5", "--benchmark-skip"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["regression gate (5%): NOTHING CHECKED - --benchmark-skip skips every benchmark*"]
+    )
+    assert "missing" not in result.stdout.str()
 
 
 def test_a_dirty_tree_is_measured_as_it_is_and_the_header_says_so(repo):

@@ -104,7 +104,7 @@ def test_one_pair_of_processes_does_not_call_a_change_under_the_threshold(slower
     assert row.low is not None and row.high is not None and row.high - row.low < 0.01  # precise
     assert row.verdict == verdict
     if verdict == "inconclusive":
-        assert "in one pair of processes, between half the threshold and" in row.reason
+        assert "in one pair of processes, between half its threshold and" in row.reason
         assert f"{row.change:+.1%}" in row.reason
     if slower == -0.03:
         assert f"{row.change:+.1%} in one pair of processes: not a slowdown" in row.reason

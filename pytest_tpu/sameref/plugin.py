@@ -43,7 +43,10 @@ from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 from pytest_tpu.timing import size_rounds_on_a_steady_call
 
-UNMEASURED = "--benchmark-disable measures nothing, so the base revision was not run"
+UNMEASURED = {  # options under which no benchmark is measured, so no base is run
+    "disable": "--benchmark-disable measures nothing, so the base revision was not run",
+    "skip": "--benchmark-skip skips every benchmark, so the base revision was not run",
+}
 CONNECT_TIMEOUT_S = 300.0  # the base session's start: Python, pytest, plugins, its conftests
 STOP_TIMEOUT_S = 10.0
 # pytest-benchmark options that decide how a benchmark is measured: the base gets the same.
@@ -186,7 +189,7 @@ class HeadPlugin:
         self.leader: Leader | None = None
         self.conn: Connection | None = None
         self.dirty = ""  # what the tree holds beyond HEAD, or nothing
-        self.unmeasured = False  # --benchmark-disable: nothing to compare, no base run
+        self.unmeasured = ""  # why nothing will be measured (no base run), or ""
         self.lines: list[str] = []
         self.log = Path()
         self._old_sigterm: Any = None
@@ -222,7 +225,10 @@ class HeadPlugin:
         self.root = root
         self.dirty = worktree.dirty(root)
         # Nothing is measured, so the base is not run at all (trial 15: every row "missing").
-        self.unmeasured = benchmarks_disabled(config)
+        if benchmarks_disabled(config):
+            self.unmeasured = UNMEASURED["disable"]
+        elif config.getoption("benchmark_skip", False):  # trial 16: a base ran for nothing
+            self.unmeasured = UNMEASURED["skip"]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -312,7 +318,7 @@ class HeadPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if self.unmeasured:
-            return [f"compare-ref: {self.ref} not run: {UNMEASURED}"]
+            return [f"compare-ref: {self.ref} not run: {self.unmeasured}"]
         head = f"this tree with {self.dirty}, measured as it is" if self.dirty else "HEAD"
         how = (
             "whole runs alternate (base, head, base): the device admits one process at a time"
@@ -429,11 +435,11 @@ class HeadPlugin:
                 session.exitstatus = REGRESSION_EXIT_CODE
 
     def _nothing_measured(self) -> None:
-        """--benchmark-disable: nothing compared, and the gate says why; the exit code stands."""
-        self.lines.append(f"nothing compared with {self.ref}: {UNMEASURED}")
+        """Nothing measured (--benchmark-disable, -skip): the gate says why; exit code stands."""
+        self.lines.append(f"nothing compared with {self.ref}: {self.unmeasured}")
         if self.settings.gating:
             pct = self.settings.fail_on_regression or 5.0
-            said = [f"regression gate ({pct:g}%): NOTHING CHECKED - {UNMEASURED}"]
+            said = [f"regression gate ({pct:g}%): NOTHING CHECKED - {self.unmeasured}"]
             self.lines += said
             remember_gate(self.config, said, "nothing checked")
 

@@ -108,9 +108,10 @@ def one_pair(row: Row, threshold: float) -> Row:
         )
         return replace(row, verdict="unchanged", reason=why)
     why = (
-        f"{row.change:+.1%} in one pair of processes, between half the threshold and the "
-        f"threshold ({threshold:.1%}): two processes with the same code can differ that much "
-        "for a whole session, and only a regression is measured again by a new pair"
+        f"{row.change:+.1%} in one pair of processes, between half its threshold and the "
+        f"threshold ({threshold:.1%}): the pair's rounds cannot tell a change from an offset "
+        "between two processes with the same code (a percent or two here, more for some "
+        "workloads), and only a regression is measured again by a new pair"
     )
     return replace(row, verdict="inconclusive", reason=why)
 
