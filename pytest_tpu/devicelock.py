@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.options import benchmarks_disabled
+from pytest_tpu.options import measuring_off
 
 try:
     import fcntl
@@ -116,7 +116,7 @@ def measure_on_worker(item: pytest.Item) -> None:
 def _off_only_because_of_xdist(config: pytest.Config) -> bool:
     """pytest-benchmark's own rule: off with --benchmark-disable (unless --benchmark-enable),
     skipped with --benchmark-skip; otherwise xdist alone turned it off."""
-    return not benchmarks_disabled(config) and not config.getoption("benchmark_skip", False)
+    return not measuring_off(config)
 
 
 def _not_to_worker_files(stats: Any) -> None:

@@ -71,6 +71,14 @@ def benchmarks_disabled(config: pytest.Config) -> bool:
     )
 
 
+def measuring_off(config: pytest.Config) -> str:
+    """The pytest-benchmark option under which this session measures no benchmark
+    (``--benchmark-disable``, ``--benchmark-skip``), or ""."""
+    if benchmarks_disabled(config):
+        return "--benchmark-disable"
+    return "--benchmark-skip" if config.getoption("benchmark_skip", False) else ""
+
+
 def under_xdist(config: pytest.Config) -> bool:
     """Whether pytest-xdist distributes this session's tests (``-n``, ``--dist``)."""
     return bool(config.getoption("dist", "no") != "no")

@@ -414,7 +414,10 @@ def _common(current: Side, base: Side | None) -> dict[str, Any]:
     }
 
 
-def _metric_common(nodeid: str, metric: str, base: float, now: float) -> dict[str, Any]:
+def _metric_common(
+    nodeid: str, metric: str, base: float, now: float, change: float | None = None
+) -> dict[str, Any]:
+    """A metric row's fields; ``change`` where it is not ``now / base - 1``."""
     return {
         "nodeid": nodeid,
         "status": "compared",
@@ -422,7 +425,7 @@ def _metric_common(nodeid: str, metric: str, base: float, now: float) -> dict[st
         "unit": METRIC_UNITS[metric],
         "base_value": base,
         "current_value": now,
-        "change": now / base - 1,
+        "change": now / base - 1 if change is None else change,
     }
 
 
@@ -439,8 +442,7 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
     """
     largest = max(history)
     base, current = max(largest, MEMORY_FLOOR_BYTES), max(now, MEMORY_FLOOR_BYTES)
-    common = {**_metric_common(nodeid, "memory", base, current), "base_value": largest}
-    common["current_value"] = now
+    common = _metric_common(nodeid, "memory", largest, now, change=current / base - 1)
     allowance = max(MEMORY_FLOOR_BYTES, largest - min(history))
     grown = current > base * (1 + threshold) and now - largest > allowance
     shrunk = current < base * (1 - threshold) and largest - now > allowance

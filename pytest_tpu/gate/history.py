@@ -39,16 +39,18 @@ def metrics_of(extra_info: Mapping[str, Any]) -> dict[str, float]:
     for metric, keys in METRIC_KEYS.items():
         key = next((key for key in keys if key in extra_info), None)
         value = extra_info.get(key) if key else None
-        if isinstance(value, int | float) and usable(metric, value):
-            found[metric] = float(value)
+        number = usable(metric, value)
+        if number is not None:
+            found[metric] = number
     return found
 
 
-def usable(metric: str, value: Any) -> bool:
-    """A number, positive for a first call's time and at least 0 for memory added."""
+def usable(metric: str, value: Any) -> float | None:
+    """``value`` as a number, where it is one: positive for a first call's time, at least 0 for
+    memory added; None otherwise."""
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-        return False
-    return value >= 0 if metric == "memory" else value > 0
+        return None
+    return float(value) if (value >= 0 if metric == "memory" else value > 0) else None
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class RunSummary:
         commit = data.get("commit")
         metrics = data.get("metrics", {})
         if not isinstance(metrics, Mapping) or not all(
-            key in METRIC_KEYS and usable(key, v) for key, v in metrics.items()
+            key in METRIC_KEYS and usable(key, v) is not None for key, v in metrics.items()
         ):
             raise ValueError(
                 "'metrics' is not an object of memory (at least 0) and compile (positive) values"

@@ -34,7 +34,7 @@ from pytest_tpu.gate.compare import (
     verdict_key,
 )
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
-from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, benchmarks_disabled, under_xdist
+from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, resolve, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
@@ -44,8 +44,8 @@ from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 from pytest_tpu.timing import size_rounds_on_a_steady_call
 
 UNMEASURED = {  # options under which no benchmark is measured, so no base is run
-    "disable": "--benchmark-disable measures nothing, so the base revision was not run",
-    "skip": "--benchmark-skip skips every benchmark, so the base revision was not run",
+    "--benchmark-disable": "--benchmark-disable measures nothing, so the base revision was not run",
+    "--benchmark-skip": "--benchmark-skip skips every benchmark, so the base revision was not run",
 }
 CONNECT_TIMEOUT_S = 300.0  # the base session's start: Python, pytest, plugins, its conftests
 STOP_TIMEOUT_S = 10.0
@@ -225,10 +225,8 @@ class HeadPlugin:
         self.root = root
         self.dirty = worktree.dirty(root)
         # Nothing is measured, so the base is not run at all (trial 15: every row "missing").
-        if benchmarks_disabled(config):
-            self.unmeasured = UNMEASURED["disable"]
-        elif config.getoption("benchmark_skip", False):  # trial 16: a base ran for nothing
-            self.unmeasured = UNMEASURED["skip"]
+        # (--benchmark-skip, trial 16: a base session ran for nothing, and 6 rows were missing)
+        self.unmeasured = UNMEASURED.get(measuring_off(config), "")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
