@@ -625,7 +625,8 @@ def _change_cell(row: ComparisonRow) -> str:
         return change
     if row.machine_pct is None:
         return f"{change} (calibrated)"
-    return f"{change} (machine {row.machine_pct:+.0f}%)"  # what calibration allowed for
+    machine = units.signed_rounded(row.machine_pct, 0)
+    return f"{change} (machine {machine}%)"  # what calibration allowed for
 
 
 def verdict_text(verdict: str, fmt: str, regression: bool) -> str:

@@ -117,6 +117,14 @@ def format_speedup(ratio: float | None) -> str:
     return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:#.2g}x"
 
 
+def signed_rounded(value: float, places: int) -> str:
+    """``value`` with its sign, except where it rounds to zero: ``0``, not ``-0`` (a change that
+    reads as a tiny slowdown's opposite); an interval's bound keeps its sign, which says on which
+    side of zero it lies."""
+    text = f"{value:+.{places}f}"
+    return text[1:] if float(text) == 0 else text
+
+
 def format_change(pct: float | None, low: float | None, high: float | None) -> str:
     """A change with its interval: ``"+5.2% [+3.1, +7.4]"``; digits follow the interval's width."""
     if pct is None or not math.isfinite(pct):
@@ -133,7 +141,7 @@ def format_change(pct: float | None, low: float | None, high: float | None) -> s
     def bound(x: float) -> str:  # a hundredfold and past, digits say nothing (seen: +363232167)
         return ">+10,000" if x > 10_000 else signed(x)
 
-    text = f"{signed(pct)}%"
+    text = f"{signed_rounded(pct, places)}%"
     if low is not None and high is not None:
         text += f" [{bound(low)}, {bound(high)}]"
     return text

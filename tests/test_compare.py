@@ -305,6 +305,11 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
     # A same-job +15.8 % under a 30 % marker is not "past the threshold" of a 10 % session.
     [line] = gate_lines([row(0.158, 0.147, 0.168)], 10.0, "main")
     assert not line.startswith("UNRESOLVED")
+    # The passing line names the 30 % it could not rule out, not the session's 10 % (trial 16).
+    [line] = gate_lines([row(0.158, 0.02, 0.31)], 10.0, "main")
+    assert line.endswith(
+        "1 inconclusive: a 30% slowdown there is neither shown nor ruled out (see the table)"
+    )
     # An interval wholly under the threshold hides no slowdown: not counted as one that may.
     [line] = gate_lines([row(-0.015, -0.029, -0.0, threshold=0.02)], 2.0, "main")
     assert line == "regression gate (2%): passed, 1 checked"

@@ -62,6 +62,9 @@ def test_the_new_pair_confirms_a_regression_it_sees_and_withdraws_one_it_does_no
     assert row.verdict == ("slower" if still else "inconclusive")
     assert ("confirmed by a new pair" if stands else "not confirmed by a new pair") in row.reason
     assert f"again {measured['change_pct']:+.1f}%" in row.reason
+    if stands:  # a confirmed row shows the confirming pair's numbers; the first's are in words
+        assert row.change == pytest.approx(measured["change_pct"] / 100)
+        assert "first +10.9% [+4.2%, +18.0%]" in row.reason
 
 
 def test_a_missing_or_unmeasured_row_withdraws_the_regression():
@@ -161,6 +164,9 @@ def test_the_last_pair_decides_where_the_new_pair_could_not_tell():
     row = _judged(FIRST, noisy, 0.05, (4, again(8.0, 3.1, 13.0)))
     assert row.regression is True and row.confirmed is True
     assert "again +2.8% [-8.6%, +15.5%], once more with 4x the rounds +8.0%" in row.reason
+    # Shown as the pair that decided measured it, not as the first, which was picked for looking
+    # slow (trial 16: +20.1 % headed a row whose later pairs read +1.6 % and +11.4 %).
+    assert (row.change, row.low, row.high) == pytest.approx((0.08, 0.031, 0.13))
     row = _judged(FIRST, noisy, 0.05, (4, again(0.7, -1.1, 2.6)))
     assert row.regression is False and row.confirmed is False
 
@@ -207,6 +213,6 @@ def test_an_improvement_stands_only_where_a_new_pair_agrees(measured, verdict):
     assert (
         "confirmed by a new pair" if verdict == "faster" else "not confirmed by a new pair"
     ) in (row.reason)
-    if verdict == "inconclusive":  # the row shows the pair that withdrew it
-        assert row.change == pytest.approx(measured["change_pct"] / 100)
+    # The row shows the pair that confirmed or withdrew it.
+    assert row.change == pytest.approx(measured["change_pct"] / 100)
     assert _improvement(IMPROVED, None, 0.03).verdict == "inconclusive"

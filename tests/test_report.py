@@ -90,6 +90,9 @@ def test_speedups_spreads_and_changes_read_like_the_published_figures():
     assert units.format_change(-18.0, -41.0, 5.0) == "-18% [-41, +5]"
     # Past a hundredfold an interval's digits say nothing (seen: "[-100, +363232167]").
     assert units.format_change(9.0, -100.0, 3.6e8) == "+9% [-100, >+10,000]"
+    # Trial 16: "-0% [-10, +11]" for an unchanged 435 ms; a bound keeps the side it lies on.
+    assert units.format_change(-0.3, -10.0, 11.0) == "0% [-10, +11]"
+    assert units.format_change(-1.5, -2.9, -0.04) == "-1.5% [-2.9, -0.0]"
 
 
 # ---------------------------------------------------------------- speedup tables
