@@ -437,12 +437,14 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
     process's peak resident set grows in steps of its allocator's arenas and trims (an unchanged
     benchmark added 0 B, 4 KiB or 252 KiB from run to run), or the saved runs' own spread where
     that is larger. (Trial 15: an unchanged GRU ``fit`` added 2.52 MB at most in three saved
-    runs and 2.80 MB in the next, +11 %, which failed a 2 % memory gate.) Shown, both sides count
-    as at least the floor.
+    runs and 2.80 MB in the next, +11 %, which failed a 2 % memory gate.) Judged, both sides
+    count as at least the floor; shown, the change is the shown values' (trial 17: 1.17 MiB ->
+    0 B read -14.4 %, the floor's), and none against a history of 0 B.
     """
     largest = max(history)
     base, current = max(largest, MEMORY_FLOOR_BYTES), max(now, MEMORY_FLOOR_BYTES)
-    common = _metric_common(nodeid, "memory", largest, now, change=current / base - 1)
+    shown = now / largest - 1 if largest > 0 else 0.0 if now == 0 else None
+    common = {**_metric_common(nodeid, "memory", largest, now, change=0.0), "change": shown}
     allowance = max(MEMORY_FLOOR_BYTES, largest - min(history))
     grown = current > base * (1 + threshold) and now - largest > allowance
     shrunk = current < base * (1 - threshold) and largest - now > allowance

@@ -62,6 +62,16 @@ def _checked(measured: Sequence[Row], not_gated: Sequence[str]) -> str:
     return said
 
 
+def _not_measured(rows: Sequence[Row]) -> str:
+    """The rows a passing gate did not check because this run measured them not at all, or "".
+    (Trial 17: "passed, 4 checked" under xdist, three rows unmeasured and unnamed.)"""
+    unmeasured = [row for row in rows if row.status == "unmeasured"]
+    if not unmeasured:
+        return ""
+    why = f": {unmeasured[0].reason}" if unmeasured[0].reason else ""
+    return f"; {len(unmeasured)} not measured{why}"
+
+
 def _limits(threshold: float, limits: Mapping[str, float] | None) -> str:
     """``5%`` for a time gate, ``time 5%, memory 2%`` where other metrics are gated (trial 15:
     a memory regression failed a gate whose line said only "(5%)")."""
@@ -113,7 +123,7 @@ def gate_lines(
             else ""
         )
         unresolved = [_unresolved_line(row, threshold) for row in doubtful]
-        checked = _checked(measured, not_gated)
+        checked = _checked(measured, not_gated) + _not_measured(rows)
         verdict = f"{gate}: passed, {checked}{note}"
         return [line for line in unresolved if line] + [verdict]
     lines = [_regression_line(row, name) for row in failing]
@@ -217,8 +227,9 @@ def _unresolved_line(row: Row, threshold: float) -> str:
 
 def _regression_line(row: Row, name: str | None) -> str:
     if row.metric == "memory":  # deterministic: no interval to give
+        change = "grew from 0 B" if row.change is None else pct(row.change)  # no ratio to 0 B
         return (
-            f"REGRESSION {row.nodeid}: memory {pct(row.change)} vs {name!r} "
+            f"REGRESSION {row.nodeid}: memory {change} vs {name!r} "
             f"({row.current_value:.0f} B against at most {row.base_value:.0f} B; "
             f"{row.noise_source})"
         )

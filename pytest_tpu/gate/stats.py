@@ -501,8 +501,8 @@ def between_pairs(changes: Sequence[float], new: Sequence[float], within_se: flo
     """
     spread = sample_sd(changes) / math.sqrt(len(new))
     source = (
-        f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds: the spread between the pairs, whose "
-        "own rounds disagreed (an offset between processes)"
+        f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds: the spread between the pairs, which "
+        "shows an offset between processes that a pair's own rounds cannot"
     )
     noise = Noise(0.0, len(changes) - 1, source, True)
     return _from(math.fsum(new) / len(new), max(spread, within_se), len(changes) - 1, noise)

@@ -1,12 +1,14 @@
 """Pairs of processes that disagree beyond their rounds' noise: an offset between processes.
 
-A pair's interval is its rounds' own. Where a new pair of processes measures a regression again
-and the two pairs' changes lie further apart than their intervals allow, the processes differ by
-more than their rounds show (measured here: a 38 µs numpy function 3.5 % slower read +5.7 %
-[+5.6 %, +5.9 %], +6.1 % [+5.9 %, +6.4 %], +2.45 % [+2.36 %, +2.54 %] and +3.8 % by four pairs;
-the same code's 85 µs Python loop read -4.5 % to +5.2 % with intervals under ±1 point). Then a
-third pair measures it, and the verdict takes the spread between the pairs as its uncertainty
-(``stats.between_pairs``): few degrees of freedom, an honest width. Where three pairs leave it
+A pair's interval is its rounds' own. Processes differ by more than their rounds show (measured
+here: a 38 µs numpy function 3.5 % slower read +5.7 % [+5.6 %, +5.9 %], +6.1 % [+5.9 %, +6.4 %],
++2.45 % [+2.36 %, +2.54 %] and +3.8 % by four pairs; the same code's 85 µs Python loop read -4.5 %
+to +5.2 % with intervals under ±1 point), and two pairs can agree on such an offset by chance
+(trial 17: an unchanged tokenizer +4.5 % and +5.1 %). So a regression a new pair agrees with is
+measured by a third pair, and the verdict takes the spread between the pairs as its uncertainty
+(``stats.between_pairs``): few degrees of freedom, an honest width. Where a new pair withdraws a
+regression but lies further from the first than their intervals allow, the withdrawn row shows
+that spread too. Where three pairs leave it
 open (the interval from below zero past the threshold), ``FURTHER`` more pairs measure it: with
 five pairs the interval is about 2.2 times narrower than with three (Student's t of 4 degrees of
 freedom instead of 2, and the mean of four new pairs instead of two). Measured here (r29): a
