@@ -264,7 +264,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
     verdict = row.verdict if row.status == "compared" and row.verdict else row.status
     notes = [row.reason] if row.reason else []
     if row.status == "failed":
-        verdict, notes = "missing", ["failed in this run, so not compared"]
+        verdict, notes = "failed", ["failed in this run, so not compared"]
     elif row.regression:  # what confirmed it (a re-measurement, a new pair) stays readable
         # "Beyond" only where the whole interval is: a precise +4.9 % whose interval reaches 5 %
         # fails too, and is not shown within the threshold.

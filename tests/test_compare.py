@@ -312,8 +312,12 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
     )
     # Rows this run did not measure are named, not left out of the count (trial 17, xdist).
     unmeasured = Row(nodeid="t.py::test_y", status="unmeasured", reason="ran unmeasured: -n")
-    [line] = gate_lines([row(0.01, -0.01, 0.03), unmeasured], 10.0, "main")
-    assert line == "regression gate (10%): passed, 1 checked; 1 not measured: ran unmeasured: -n"
+    renamed = [Row(nodeid="t.py::a", status="new"), Row(nodeid="t.py::b", status="missing")]
+    [line] = gate_lines([row(0.01, -0.01, 0.03), unmeasured, *renamed], 10.0, "main")
+    assert line == (
+        "regression gate (10%): passed, 1 checked; not checked: 1 missing, 1 new, 1 unmeasured "
+        "(ran unmeasured: -n)"
+    )
     # An interval wholly under the threshold hides no slowdown: not counted as one that may.
     [line] = gate_lines([row(-0.015, -0.029, -0.0, threshold=0.02)], 2.0, "main")
     assert line == "regression gate (2%): passed, 1 checked"

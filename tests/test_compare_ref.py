@@ -464,6 +464,18 @@ def test_new_missing_and_base_failures_are_rows(repo):
     )
 
 
+def test_a_session_stopped_early_calls_what_it_never_ran_unmeasured_not_missing(repo):
+    # Trial 17: with -x and a failing head benchmark, the rest were "missing" (gone from the code).
+    failing = "\ndef test_a_first(benchmark):\n    benchmark(sum, [1])\n    assert False\n"
+    repo.makepyfile(test_bench=failing + BENCH.format(n=3000))
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "-x", "--tpu-report=r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    rows = json.loads((repo.path / "r.json").read_text())["comparison"]["rows"]
+    verdicts = {row["name"].rpartition("::")[2]: row["verdict"] for row in rows}
+    assert verdicts == {"test_a_first": "failed", "test_fn": "unmeasured", "test_ped": "unmeasured"}
+    result.stdout.fnmatch_lines(["*collected but not run: the session stopped early (-x*"])
+
+
 CRASHES = """
 import os, signal
 

@@ -62,14 +62,17 @@ def _checked(measured: Sequence[Row], not_gated: Sequence[str]) -> str:
     return said
 
 
-def _not_measured(rows: Sequence[Row]) -> str:
-    """The rows a passing gate did not check because this run measured them not at all, or "".
-    (Trial 17: "passed, 4 checked" under xdist, three rows unmeasured and unnamed.)"""
-    unmeasured = [row for row in rows if row.status == "unmeasured"]
-    if not unmeasured:
+def _not_checked(rows: Sequence[Row]) -> str:
+    """What a passing gate did not check, by status (new, missing, failed, unmeasured, ...), or
+    "": a renamed benchmark (new and missing) or one this run did not measure leaves the gate,
+    and the line says so (trial 17: "passed, 4 checked" under xdist, three rows unnamed)."""
+    left = Counter(row.status for row in rows if row.status != "compared")
+    if not left:
         return ""
-    why = f": {unmeasured[0].reason}" if unmeasured[0].reason else ""
-    return f"; {len(unmeasured)} not measured{why}"
+    said = ", ".join(f"{n} {status}" for status, n in sorted(left.items()))
+    unmeasured = next((row for row in rows if row.status == "unmeasured" and row.reason), None)
+    why = f" ({unmeasured.reason})" if unmeasured is not None else ""
+    return f"; not checked: {said}{why}"
 
 
 def _limits(threshold: float, limits: Mapping[str, float] | None) -> str:
@@ -123,7 +126,7 @@ def gate_lines(
             else ""
         )
         unresolved = [_unresolved_line(row, threshold) for row in doubtful]
-        checked = _checked(measured, not_gated) + _not_measured(rows)
+        checked = _checked(measured, not_gated) + _not_checked(rows)
         verdict = f"{gate}: passed, {checked}{note}"
         return [line for line in unresolved if line] + [verdict]
     lines = [_regression_line(row, name) for row in failing]

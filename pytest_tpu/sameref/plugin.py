@@ -38,7 +38,7 @@ from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, un
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, resolve, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
-from pytest_tpu.sameref.rows import base_crashed, build_rows
+from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run
 from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 from pytest_tpu.timing import size_rounds_on_a_steady_call
@@ -419,6 +419,7 @@ class HeadPlugin:
                     "interrupted while measuring again in a new pair of processes: "
                     "the rows below are the first pair's, and the gate was not applied"
                 )
+        rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:

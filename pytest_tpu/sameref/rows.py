@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -192,6 +192,19 @@ def build_rows(
         if nodeid not in measured and other.get("outcome") == "passed"
     ]
     return rows
+
+
+def not_run(rows: Sequence[Row], collected: Collection[str]) -> list[Row]:
+    """``rows`` where a benchmark the head collected but never ran (the session stopped early) is
+    ``unmeasured``, not ``missing``, which says it is gone from the code (trial 17: ``-x`` left six
+    benchmarks "missing")."""
+    why = "collected but not run: the session stopped early (-x, --maxfail)"
+    return [
+        replace(row, status="unmeasured", reason=why)
+        if row.status == "missing" and row.nodeid in collected
+        else row
+        for row in rows
+    ]
 
 
 def base_crashed(rows: Sequence[Row], in_base: Callable[[str], bool], why: str) -> list[Row]:
