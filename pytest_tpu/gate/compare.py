@@ -417,7 +417,12 @@ def _common(current: Side, base: Side | None) -> dict[str, Any]:
 def _metric_common(
     nodeid: str, metric: str, base: float, now: float, change: float | None = None
 ) -> dict[str, Any]:
-    """A metric row's fields; ``change`` where it is not ``now / base - 1``."""
+    """A metric row's fields; ``change`` where it is not ``now / base - 1`` (none from 0 to more:
+    memory a benchmark's calls did not add before)."""
+    if change is None and base:
+        change = now / base - 1
+    elif change is None and now == 0:
+        change = 0.0
     return {
         "nodeid": nodeid,
         "status": "compared",
@@ -425,7 +430,7 @@ def _metric_common(
         "unit": METRIC_UNITS[metric],
         "base_value": base,
         "current_value": now,
-        "change": now / base - 1 if change is None else change,
+        "change": change,
     }
 
 
@@ -443,8 +448,7 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
     """
     largest = max(history)
     base, current = max(largest, MEMORY_FLOOR_BYTES), max(now, MEMORY_FLOOR_BYTES)
-    shown = now / largest - 1 if largest > 0 else 0.0 if now == 0 else None
-    common = {**_metric_common(nodeid, "memory", largest, now, change=0.0), "change": shown}
+    common = _metric_common(nodeid, "memory", largest, now)
     allowance = max(MEMORY_FLOOR_BYTES, largest - min(history))
     grown = current > base * (1 + threshold) and now - largest > allowance
     shrunk = current < base * (1 - threshold) and largest - now > allowance

@@ -151,8 +151,8 @@ def remeasure(
     # unchanged 1 ms Python tokenizer read +4.5 % [+3.5, +5.5] and +5.1 % [+4.5, +5.7], and
     # failed a 5 % gate "99.9 % sure"; its pairs read -4.0 % to +5.1 % across sessions).
     by_id = {row.nodeid: row for row in rows}
-    apart = [n for n in failing if n not in wanted and _confirms(again.get(n), thresholds[n])]
-    last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in apart}, **wanted}
+    agreed = [n for n in failing if n not in wanted and _confirms(again.get(n), thresholds[n])]
+    last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
         env = {CONFIRM_ENV: "1", ROUNDS_ENV: json.dumps(last_rounds)}
@@ -162,14 +162,14 @@ def remeasure(
                 f"; {len(wanted)} it could not tell measured once more with up to "
                 f"{max(wanted.values())}x the rounds"
             )
-        if apart:
-            line += f"; {len(apart)} the new pair agreed with measured by a third pair"
+        if agreed:
+            line += f"; {len(agreed)} the new pair agreed with measured by a third pair"
         if problem:  # as above: the first measurement stands for those
             line += f" (that re-measurement {problem}: the first one stands)"
     standing = set(wanted) if problem else set()
-    later = {n: [again.get(n), more.get(n)] for n in apart}
-    if apart and not problem:
-        spread = _Spread(by_id, thresholds, {n: last_rounds[n] for n in apart})
+    later = {n: [again.get(n), more.get(n)] for n in agreed}
+    if agreed and not problem:
+        spread = _Spread(by_id, thresholds, {n: last_rounds[n] for n in agreed})
         broken, note = spread.further(later, commit, pct, rootdir, measuring)
         standing |= broken
         line += note
@@ -180,7 +180,7 @@ def remeasure(
             judged.append(_improvement(row, again.get(nodeid), threshold))
         elif nodeid in standing:
             judged.append(row)
-        elif nodeid in apart and not problem:
+        elif nodeid in agreed and not problem:
             judged.append(_across(row, later[nodeid], threshold))
         else:
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
