@@ -305,11 +305,7 @@ def _judged(
             return _withdrawn(row, f"not confirmed: {text}; once more, no interval")
         text += f", once more with {factor}x the rounds {interval}"
     if _confirms(again, threshold):
-        # The numbers shown are the pair that confirmed: the first was picked for looking slow,
-        # so it overstates (trial 16: +20.1 % headed a row whose later pairs read +1.6 % and
-        # +11.4 %); the reason keeps every pair's.
-        why = f"confirmed by a new pair of processes ({text})"
-        return replace(row, confirmed=True, reason=why, **measured_as(row, again))
+        return _confirmed_by(row, again, text)
     # Both pairs sure of a slowdown of at least half the threshold, the new one that it is below
     # the threshold: slower, no more. (Not the new pair's verdict: one pair alone says no more
     # than ``inconclusive`` there, ``rows.one_pair``; two pairs are what it lacks.)
@@ -336,12 +332,19 @@ def _improvement(row: Row, again: Mapping[str, Any] | None, threshold: float) ->
         return replace(row, verdict="inconclusive", reason=why)
     text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {interval}"
     low, high = numbers(again, "ci_low", "ci_high") or [0.0, 0.0]  # _interval found them
-    if high < 0 and low <= -threshold * 100:  # shown as measured by that pair, as a regression
-        why = f"confirmed by a new pair of processes ({text})"
-        return replace(row, confirmed=True, reason=why, **measured_as(row, again))
+    if high < 0 and low <= -threshold * 100:
+        return _confirmed_by(row, again, text)
     why = f"not confirmed by a new pair of processes: {text}"
     fields = measured_as(row, again)
     return replace(row, verdict="inconclusive", confirmed=False, reason=why, **fields)
+
+
+def _confirmed_by(row: Row, again: Mapping[str, Any], text: str) -> Row:
+    """``row`` confirmed by the new pair's report row ``again``, shown with that pair's numbers:
+    the first pair was picked for looking slow (or fast), so it overstates (trial 16: +20.1 %
+    headed a row whose later pairs read +1.6 % and +11.4 %); ``text`` keeps every pair's."""
+    why = f"confirmed by a new pair of processes ({text})"
+    return replace(row, confirmed=True, reason=why, **measured_as(row, again))
 
 
 def _confirms(again: Mapping[str, Any] | None, threshold: float) -> bool:
