@@ -798,6 +798,7 @@ def to_json(
     if comparison is not None:
         data["comparison"] = {
             "baseline": baseline,
+            "interval_pct": roundtimes.INTERVAL_PCT,  # what every row's ci_low..ci_high bounds
             "counts": comparison_counts(comparison),
             "rows": [asdict(row) for row in sort_comparison(comparison)],
         }

@@ -189,6 +189,20 @@ def test_a_withdrawn_row_shows_the_pair_that_withdrew_it_and_is_not_measured_aga
     assert factor_for(_judged(FIRST, wide, 0.05), 0.05, 4) == 4  # still open, leaning slower
 
 
+def test_a_withdrawn_row_the_new_pair_shows_within_the_threshold_is_unchanged():
+    # Trial 17: at 3 %, +1.3 % [+0.5, +2.1] from a new pair within the first pair's reach read
+    # "inconclusive" beside an interval that settled it.
+    first = replace(FIRST, change=0.038, low=0.004, high=0.073)
+    settled = {**again(1.3, 0.46, 2.14), "verdict": "unchanged"}
+    row = _judged(first, settled, 0.03)
+    assert (row.verdict, row.regression, row.confirmed) == ("unchanged", False, False)
+    assert (row.change, row.low, row.high) == pytest.approx((0.013, 0.0046, 0.0214))
+    assert "not confirmed by a new pair of processes: first +3.8%" in row.reason
+    # A new pair that cannot settle it leaves the row open.
+    row = _judged(first, {**again(1.8, -0.5, 4.1), "verdict": "inconclusive"}, 0.03)
+    assert row.verdict == "inconclusive"
+
+
 IMPROVED = replace(
     FIRST, verdict="faster", change=-0.036, low=-0.043, high=-0.029, regression=False
 )

@@ -321,6 +321,7 @@ def test_json_keeps_raw_numbers_and_counts():
     assert gpu["cold"] == 2.0
     assert data["comparison"]["counts"]["slower"] == 1
     assert data["comparison"]["rows"][0]["verdict"] == "slower"
+    assert data["comparison"]["interval_pct"] == 95  # what ci_low..ci_high bound, in the file
 
 
 # ---------------------------------------------------------------- plot

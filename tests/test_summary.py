@@ -342,3 +342,4 @@ def test_a_report_of_plain_benchmarks_gives_their_round_times_with_intervals(pyt
     (row,) = json.loads((pytester.path / "out.json").read_text())["round_times"]
     assert row["name"].endswith("test_plain") and row["rounds"] >= 5
     assert 0 < row["low"] <= row["seconds"] <= row["high"]
+    assert row["interval_pct"] == 95  # what low and high bound, said in the file itself

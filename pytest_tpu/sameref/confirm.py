@@ -19,10 +19,11 @@ processes made it. So a regression stands where the new pair's own gate fails, o
 interval lies above zero (97.5 % one-sided) and reaches the threshold. A new pair that sees no
 slowdown, or one clearly below the threshold, withdraws it; the row stays ``slower`` (not a
 regression) where the new pair's 95 % interval lies above zero and its change is at least half the
-threshold -- two pairs then agree on a slowdown no offset between processes explains -- and is
-``inconclusive`` otherwise; where the two pairs lie further apart than both their rounds allow,
-that row's change is uncertain by the spread between the pairs (``pairs``), not by the new
-pair's rounds alone.
+threshold -- two pairs then agree on a slowdown no offset between processes explains --,
+``unchanged`` where the new pair itself says so (its interval within the threshold, its change
+under half of it), and ``inconclusive`` otherwise; where the two pairs lie further apart than
+both their rounds allow, that row's change is uncertain by the spread between the pairs
+(``pairs``), not by the new pair's rounds alone.
 (Measured here with the stricter rule, both pairs failing on their own: the new pair withdrew 16 of
 the 23 first-pair failures of a Keras CNN made 10 % slower, most of them measured again at +4 to
 +12 % with intervals from just below to just above zero; a new pair measures only the failing
@@ -319,7 +320,12 @@ def _judged(
         # offset between processes as a precise "no change" (seen: a 30 us function read +7.8 %
         # [+7.1, +8.4], then +0.3 % [-0.2, +0.8], shown "inconclusive" beside that interval).
         return _on_spread(row, found, f"{why}; the spread between the pairs counted", threshold)
-    return _withdrawn(row, why, "inconclusive", again)
+    # Two pairs within each other's reach, the new one precise enough to show the change within
+    # the threshold, and under half of it: its own verdict, as a first pair's would be (trial 17:
+    # +1.3 % [+0.5, +2.1] under a 3 % threshold read "inconclusive", beside an interval that
+    # settled it).
+    still = "unchanged" if again.get("verdict") == "unchanged" else "inconclusive"
+    return _withdrawn(row, why, still, again)
 
 
 def _improvement(row: Row, again: Mapping[str, Any] | None, threshold: float) -> Row:
