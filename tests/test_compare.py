@@ -12,6 +12,7 @@ from pytest_tpu.gate.compare import (
     Measured,
     Row,
     Side,
+    agrees,
     compare_compile,
     compare_runs,
     decide,
@@ -138,6 +139,26 @@ def test_a_regression_stands_only_when_the_re_measurement_agrees():
     refuted = compare_runs({keys: base}, {keys: side([slow], confirm=same)})
     assert not refuted[0].regression and refuted[0].verdict == "inconclusive"
     assert "not confirmed" in refuted[0].reason
+
+
+@pytest.mark.parametrize(
+    ("estimate", "low", "high", "p", "machine", "agreed"),
+    [
+        (0.09, 0.04, 0.14, 0.999, None, True),  # fails the gate itself
+        (0.07, 0.004, 0.14, 0.985, None, True),  # above zero at 95 %, reaching the threshold
+        (0.068, -0.004, 0.145, 0.97, None, False),  # reaches below zero: not ruled out
+        (0.03, 0.01, 0.05, 0.995, None, True),  # above zero, reaching it, half of it
+        (0.02, 0.005, 0.05, 0.99, None, False),  # under half the threshold
+        (0.03, 0.02, 0.04, 0.999, None, False),  # clearly below the threshold
+        (0.07, 0.004, 0.14, 0.985, 0.08, False),  # the machine itself slowed as much
+    ],
+)
+def test_a_re_measurement_agrees_by_less_than_a_finding(estimate, low, high, p, machine, agreed):
+    # It shares the first measurement's saved runs and session: a second finding under the same
+    # between-session noise was asked before; it has only to rule out a burst in the first.
+    drift = None if machine is None else found(machine, machine - 0.02, machine + 0.02, 0.999)
+    measured = Measured(found(estimate, low, high, p), "raw", drift)
+    assert agrees(measured, 0.05) is agreed
 
 
 def test_rows_cover_both_sides_and_say_where_their_noise_came_from():
