@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tpu.gate import contention
 from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, noise_logs, sessions
 from pytest_tpu.gate.stats import (
     FAIL_CONFIDENCE,
@@ -165,6 +166,9 @@ class Measured:
     mode: str
     machine: Change | None
     saved_runs: int = 0  # sessions in the baseline's history (0: not a stored baseline)
+    # CPU cores other processes took in each saved run and in this one (``contention``).
+    others_saved: tuple[float | None, ...] = ()
+    others_now: float | None = None
 
 
 def _mode_change(base: Side, current: RunSummary, mode: str, threshold: float) -> Change | None:
@@ -198,7 +202,9 @@ def measure(base: Side, current: RunSummary, threshold: float) -> Measured | Non
     if not candidates:
         return None
     best, mode = min(candidates, key=lambda pair: (pair[0].se, MODES.index(pair[1])))
-    return Measured(best, mode, machine, len(sessions(base.runs)))
+    runs = sessions(base.runs)
+    saved = tuple(run.others for run in runs)
+    return Measured(best, mode, machine, len(runs), saved, current.others)
 
 
 def _typical_drift(base: Side, current: RunSummary) -> float:
@@ -259,18 +265,24 @@ def _decided(measured: Measured, threshold: float) -> Decision:
     found = measured.change
     floor = threshold / 2
     if found.p_slower >= FAIL_CONFIDENCE and found.estimate >= floor:
-        drift = _drift_explains(measured, slower=True)
+        drift = _drift_explains(measured, slower=True) or _busier(measured, slower=True)
         if drift:
             return Decision("inconclusive", False, drift)
         return Decision("slower", found.high >= threshold)
     if found.p_slower <= 1 - FAIL_CONFIDENCE and found.estimate <= -floor:
-        drift = _drift_explains(measured, slower=False)
+        drift = _drift_explains(measured, slower=False) or _busier(measured, slower=False)
         if drift:
             return Decision("inconclusive", False, drift)
         return Decision("faster", False)
     if found.high < threshold and found.low > -threshold:
         return Decision("unchanged", False)
     return Decision("inconclusive", False, _unresolved(found, threshold, measured.saved_runs))
+
+
+def _busier(measured: Measured, slower: bool) -> str:
+    """Why a change cannot be told from other processes' use of the CPUs, in any mode: a
+    kernel runs as fast as ever beside a neighbour that takes cores the benchmark uses."""
+    return contention.explains(measured.others_saved, measured.others_now, slower)
 
 
 def _drift_explains(measured: Measured, slower: bool) -> str:
@@ -382,7 +394,7 @@ def agrees(measured: Measured, threshold: float) -> bool:
     found = measured.change
     if decision.regression:
         return True
-    if _drift_explains(measured, slower=True):
+    if _drift_explains(measured, slower=True) or _busier(measured, slower=True):
         return False
     return found.low > 0 and found.high >= threshold and found.estimate >= threshold / 2
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_tpu.gate.contention import cores
 from pytest_tpu.gate.stats import Estimate, estimate, lower_mean, midmean, round_ratios
 
 DEFAULT_KEEP = 5  # runs kept per benchmark and baseline name (--tpu-baseline-history)
@@ -66,6 +67,7 @@ class RunSummary:
     commit: str | None = None
     source: str = "run"  # "run", or "noise" for a --measure-noise repetition
     metrics: Mapping[str, float] = field(default_factory=dict)  # memory, compile: one value
+    others: float | None = None  # CPU cores other processes took during the rounds (contention)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class RunSummary:
             "commit": self.commit,
             "source": self.source,
             "metrics": dict(self.metrics),
+            "others": self.others,
         }
 
     @classmethod
@@ -99,6 +102,9 @@ class RunSummary:
             raise ValueError(
                 "'metrics' is not an object of memory (at least 0) and compile (positive) values"
             )
+        others = data.get("others")
+        if others is not None and cores(others) is None:
+            raise ValueError("'others' is not a number of CPU cores (at least 0)")
         return cls(
             rounds=rounds,
             raw=Estimate.from_json(data.get("raw")),
@@ -109,6 +115,7 @@ class RunSummary:
             commit=commit if isinstance(commit, str) else None,
             source=source,
             metrics={key: float(v) for key, v in metrics.items()},
+            others=None if others is None else float(others),
         )
 
 
@@ -125,6 +132,7 @@ def summarize(
     commit: str | None = None,
     source: str = "run",
     metrics: Mapping[str, float] | None = None,
+    others: float | None = None,
 ) -> RunSummary | None:
     """Summarise a run's rounds (in measured order) and the kernel timed before each round."""
     raw = estimate(samples, lower_mean)
@@ -144,6 +152,7 @@ def summarize(
         commit=commit,
         source=source,
         metrics=dict(metrics or {}),
+        others=others,
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate import baseline as store
-from pytest_tpu.gate import calibration, remeasure
+from pytest_tpu.gate import calibration, contention, remeasure
 from pytest_tpu.gate.compare import (
     Row,
     Scope,
@@ -56,6 +56,7 @@ from pytest_tpu.timing import size_rounds_on_a_steady_call
 NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run included
 _DONE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, REGRESSION_EXIT_CODE)
 recording_key = pytest.StashKey[calibration.Recording]()
+others_key = pytest.StashKey[float | None]()  # cores other processes took during the call
 rerun_key = pytest.StashKey[str]()  # set while a benchmark is measured again: its label
 
 
@@ -82,7 +83,9 @@ def _summary(result: BenchResult, calibration: dict[str, Any] | None, **kw: Any)
     timings = (calibration or {}).get("timings") or []
     kind = str((calibration or {}).get("kind", ""))
     aligned = timings if len(timings) == len(result.samples) else []
-    run = summarize(result.samples, aligned, kind, metrics=metrics_of(result.extra_info), **kw)
+    others = contention.cores((calibration or {}).get("others"))
+    metrics = metrics_of(result.extra_info)
+    run = summarize(result.samples, aligned, kind, metrics=metrics, others=others, **kw)
     assert run is not None  # passed results have samples
     return run
 
@@ -190,7 +193,11 @@ class GatePlugin:
         item.stash[recording_key] = calibration.instrument(
             fixture, self.kernels, device, timer, prefer
         )
-        return (yield)
+        meter = contention.Meter.start()
+        try:
+            return (yield)
+        finally:
+            item.stash[others_key] = meter.others()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -203,7 +210,11 @@ class GatePlugin:
             fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
             stats = getattr(getattr(fixture, "stats", None), "stats", None)
             rounds = len(getattr(stats, "data", ()))
-            data = {"timings": record.aligned(rounds), "kind": record.kind}
+            data = {
+                "timings": record.aligned(rounds),
+                "kind": record.kind,
+                "others": item.stash.get(others_key, None),
+            }
             setattr(report, remeasure.CALIBRATION_ATTR, data)
             del item.stash[recording_key]
         if call.when == "call":

@@ -1,0 +1,88 @@
+"""Other processes' use of the CPUs while a benchmark ran, and what the gate makes of it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_tpu.gate import contention
+from pytest_tpu.gate.compare import Measured, decide
+from pytest_tpu.gate.stats import Change
+
+needs_proc = pytest.mark.skipif(
+    contention.Meter.start().machine is None, reason="no /proc/stat on this system"
+)
+
+
+@needs_proc
+def test_a_spinning_neighbour_is_seen_as_cores_other_processes_took():
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # started and spinning
+        meter = contention.Meter.start()
+        time.sleep(1.0)  # this process idle: the spinner has a core to itself
+        busy = meter.others()
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert busy is not None and busy >= 0.5
+    mine = contention.Meter.start()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # this process's own work is not a neighbour's
+        pass
+    own = mine.others()
+    assert own is not None and own < busy
+
+
+def test_nothing_is_measured_without_proc_or_over_a_moment(monkeypatch, tmp_path):
+    assert contention.Meter.start().others() is None  # a few clock ticks tell nothing
+    monkeypatch.setattr(contention, "STAT", str(tmp_path / "absent"))
+    meter = contention.Meter.start()
+    assert meter.machine is None and meter.others() is None
+
+
+@pytest.mark.parametrize(
+    ("saved", "now", "slower", "explained"),
+    [
+        ((0.01, 0.02, 0.0), 1.0, True, True),  # a neighbour took a core the saved runs had
+        ((0.01, 0.02, 0.0), 0.1, True, False),  # background: hundredths of a core
+        ((0.6, 0.9, 0.7), 1.0, True, False),  # as busy as some saved runs were
+        ((0.6, 0.9, 0.7), 0.0, False, True),  # faster on a quieter machine than every saved run
+        ((0.6, 0.9, 0.7), 0.0, True, False),  # slower on a quieter machine: the code
+        ((0.01, None), 1.0, True, False),  # a saved run from before this was measured
+        ((0.01, 0.02), None, True, False),  # not measured now (no /proc)
+    ],
+)
+def test_a_change_beside_busier_or_quieter_neighbours_than_every_saved_run_is_explained(
+    saved, now, slower, explained
+):
+    why = contention.explains(saved, now, slower)
+    assert bool(why) is explained
+    if explained:
+        assert f"other processes took {now:.2f} CPU cores" in why and "--compare-ref" in why
+
+
+def change(estimate: float) -> Change:
+    low, high = estimate - 0.1, estimate + 0.1
+    return Change(
+        estimate, low, high, 0.9999 if estimate > 0 else 0.0001, 0.2, 0.05, 4, "5 saved runs", True
+    )
+
+
+def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
+    # Trial 18: +85.5 % [+57.7, +118.1], "99.9 % sure", beside a neighbour spinning on one of
+    # two cores, with the calibration kernel at -6.6 %.
+    quiet = (0.01, 0.03, 0.02, 0.01, 0.02)
+    busy = Measured(change(0.855), "calibrated", None, 5, quiet, 1.0)
+    decision = decide(busy, 0.03)
+    assert (decision.verdict, decision.regression) == ("inconclusive", False)
+    assert "other processes took 1.00 CPU cores" in decision.reason
+    alike = Measured(change(0.855), "calibrated", None, 5, quiet, 0.05)
+    assert decide(alike, 0.03).regression  # the same change on a machine as quiet: the code
+    older = Measured(change(0.855), "raw", None, 5, (None,) * 5, 1.0)
+    assert decide(older, 0.03).regression  # saved before this was recorded: nothing to go on
+    faster = Measured(change(-0.3), "raw", None, 5, (0.9, 1.0, 0.8), 0.0)
+    assert decide(faster, 0.03).verdict == "inconclusive"
