@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -86,3 +88,18 @@ def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
     assert decide(older, 0.03).regression  # saved before this was recorded: nothing to go on
     faster = Measured(change(-0.3), "raw", None, 5, (0.9, 1.0, 0.8), 0.0)
     assert decide(faster, 0.03).verdict == "inconclusive"
+
+
+@needs_proc
+def test_each_saved_run_keeps_the_cores_other_processes_took(pytester):
+    pytester.makepyfile(
+        """
+        def test_sum(benchmark):
+            benchmark(sum, range(20000))
+        """
+    )
+    args = ("-p", "no:cacheprovider", "--benchmark-max-time=0.5", "--save-baseline=main")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    document = json.loads((pytester.path / ".pytest-tpu" / "baselines" / "main.json").read_text())
+    (run,) = document["benchmarks"][0]["pytest_tpu"]["history"]
+    assert 0 <= run["others"] <= (os.cpu_count() or 1)

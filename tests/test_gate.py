@@ -123,10 +123,9 @@ def test_save_then_compare_unchanged(pytester):
     run = entry["pytest_tpu"]["history"][0]
     assert run["rounds"] == 30 and run["calibrated"] is not None  # kernel timed every round
     assert run["kernel_kind"].startswith("numpy:")  # numpy-sized work, no TensorFlow kernel
-    # The CPU cores other processes took meanwhile, kept so a busier machine is not blamed on
-    # the code later (where /proc tells; nothing elsewhere).
-    if os.path.exists("/proc/stat"):
-        assert 0 <= run["others"] <= (os.cpu_count() or 1)
+    # The CPU cores other processes took meanwhile (test_contention.py), kept so a busier
+    # machine is not blamed on the code later; none for a call this short.
+    assert "others" in run
     args = ("--compare=main", "--fail-on-regression=60", "--tpu-report=out.json")
     result = pytester.runpytest(*FAST, *args)
     assert result.ret == 0

@@ -1,4 +1,5 @@
-"""Judge a gate experiment's saved sessions again, offline, under other drift rules.
+"""Judge a gate experiment's saved sessions again, offline, under other drift rules (and without
+the check of other processes' use of the CPUs, ``gate.contention``).
 
 ``run.py --keep DIR`` saves each comparison session's own summaries as ``current-NN.json`` beside
 the baseline history ``exp.json``. This compares them again with the gate's code, once per rule
@@ -55,21 +56,30 @@ def no_allowance(found: Change, mode: str, machine: Change | None, typical: floa
     return found
 
 
-RULES: dict[str, Rule] = {
-    "variance beyond (main)": compare._with_drift,
-    "beyond twice (old)": beyond_twice,
-    "none": no_allowance,
+def _blind(measured: compare.Measured, slower: bool) -> str:
+    """No check of other processes' use of the CPUs (``contention``): the gate before it."""
+    return ""
+
+
+# name: (the drift rule, whether other processes' use of the CPUs is checked)
+RULES: dict[str, tuple[Rule, bool]] = {
+    "variance beyond (main)": (compare._with_drift, True),
+    "main without contention": (compare._with_drift, False),
+    "beyond twice (old)": (beyond_twice, False),
+    "none": (no_allowance, False),
 }
 
 
 @contextmanager
-def rule(chosen: Rule) -> Iterator[None]:
-    saved = compare._with_drift
-    compare._with_drift = chosen
+def rule(chosen: tuple[Rule, bool]) -> Iterator[None]:
+    saved, busier = compare._with_drift, compare._busier
+    compare._with_drift = chosen[0]
+    if not chosen[1]:
+        compare._busier = _blind
     try:
         yield
     finally:
-        compare._with_drift = saved
+        compare._with_drift, compare._busier = saved, busier
 
 
 def judged(folder: Path, threshold: float) -> Iterator[tuple[str, str, str, float, compare.Row]]:
