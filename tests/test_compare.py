@@ -279,6 +279,12 @@ def test_a_failing_gate_still_names_what_it_could_not_rule_out():
     assert lines[0].startswith("REGRESSION t.py::test_predict: time +25.7% vs 'main'")
     assert lines[1].startswith("UNRESOLVED t.py::test_train: time +21.0% (95% interval +0.0% ..")
     assert lines[-1].startswith("regression gate (5%): FAILED, 1 benchmark(s) regressed")
+    assert "99.9% sure it is slower; " in lines[0]  # the gate's own certainty: nothing to add
+    # Trial 18: "97.7% sure" on a failing line read as failing below the gate's 99 %.
+    agreed = gate_lines([replace(failing, confidence=0.977)], 5.0, "main")[0]
+    assert "97.7% sure it is slower by the re-measurement that confirmed it (one needs 97.5%" in (
+        agreed
+    )
 
 
 def test_a_gate_on_several_metrics_names_each_threshold_and_no_wrong_size():
@@ -331,6 +337,10 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
     assert line.endswith(
         "1 inconclusive: a 30% slowdown there is neither shown nor ruled out (see the table)"
     )
+    # Beside a row that rules the slowdown out, the count says it is part of the table's
+    # (trial 18: "6 inconclusive" in the summary, "5 inconclusive" here).
+    [line] = gate_lines([row(0.158, 0.02, 0.31), row(0.158, 0.147, 0.168)], 10.0, "main")
+    assert "; 1 of 2 inconclusive: a 30% slowdown there is neither shown" in line
     # Rows this run did not measure are named, not left out of the count (trial 17, xdist).
     unmeasured = Row(nodeid="t.py::test_y", status="unmeasured", reason="ran unmeasured: -n")
     renamed = [Row(nodeid="t.py::a", status="new"), Row(nodeid="t.py::b", status="missing")]
