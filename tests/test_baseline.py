@@ -196,6 +196,7 @@ def mutate(tmp_path, change) -> Path:
         (lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0].update(rounds=0), "rounds"),
         (lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0].update(others=-1), "'others'"),
         (lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0].update(others="x"), "'others'"),
+        (lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0].update(own=True), "'own'"),
         (lambda d: d["benchmarks"][0]["pytest_tpu"]["history"][0].pop("others", 0), None),
         (lambda d: d["benchmarks"].append(d["benchmarks"][0]), "appears twice"),
         (lambda d: d["benchmarks"][0].pop("fullname"), "no valid 'fullname'"),

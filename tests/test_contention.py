@@ -46,25 +46,33 @@ def test_nothing_is_measured_without_proc_or_over_a_moment(monkeypatch, tmp_path
     assert meter.machine is None and meter.others() is None
 
 
+Q = (0.01, 1.9)  # a saved run: a quiet machine, a benchmark using nearly both cores
+ONE = (0.01, 1.0)  # a single-threaded benchmark's saved run
+
+
 @pytest.mark.parametrize(
     ("saved", "now", "slower", "explained"),
     [
-        ((0.01, 0.02, 0.0), 1.0, True, True),  # a neighbour took a core the saved runs had
-        ((0.01, 0.02, 0.0), 0.1, True, False),  # background: hundredths of a core
-        ((0.6, 0.9, 0.7), 1.0, True, False),  # as busy as some saved runs were
-        ((0.6, 0.9, 0.7), 0.0, False, True),  # faster on a quieter machine than every saved run
-        ((0.6, 0.9, 0.7), 0.0, True, False),  # slower on a quieter machine: the code
-        ((0.01, None), 1.0, True, False),  # a saved run from before this was measured
-        ((0.01, 0.02), None, True, False),  # not measured now (no /proc)
+        ((Q, Q, Q), (1.0, 1.1), True, True),  # a neighbour took a core the benchmark used
+        ((Q, Q, Q), (0.1, 1.9), True, False),  # background: hundredths of a core
+        (((0.6, 1.5), (0.9, 1.2)), (1.0, 1.1), True, False),  # as busy as a saved run was
+        ((ONE, ONE), (1.0, 1.0), True, False),  # a core it never used: nothing taken from it
+        ((ONE, ONE), (1.6, 0.5), True, True),  # both cores wanted: it lost part of its own
+        (((0.9, 1.0), (1.0, 1.0)), (0.0, 1.9), False, True),  # faster: its cores came back
+        (((0.9, 1.0), (1.0, 1.0)), (0.0, 1.0), False, False),  # faster, single-threaded: code
+        (((0.9, 1.0), (1.0, 1.0)), (0.0, 1.9), True, False),  # slower on a quieter machine
+        ((Q, (None, None)), (1.0, 1.1), True, False),  # a run saved before this was measured
+        ((Q, Q), (None, None), True, False),  # not measured now (no /proc)
+        (((0.01, None), Q), (1.0, 1.1), True, True),  # own use unknown: taken to want it all
     ],
 )
-def test_a_change_beside_busier_or_quieter_neighbours_than_every_saved_run_is_explained(
+def test_a_change_is_not_blamed_on_the_code_where_neighbours_took_cores_it_uses(
     saved, now, slower, explained
 ):
-    why = contention.explains(saved, now, slower)
+    why = contention.explains(saved, now, slower, cpus=2)
     assert bool(why) is explained
     if explained:
-        assert f"other processes took {now:.2f} CPU cores" in why and "--compare-ref" in why
+        assert f"other processes took {now[0]:.2f} of 2 CPU cores" in why and "--compare-ref" in why
 
 
 def change(estimate: float) -> Change:
@@ -77,16 +85,16 @@ def change(estimate: float) -> Change:
 def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
     # Trial 18: +85.5 % [+57.7, +118.1], "99.9 % sure", beside a neighbour spinning on one of
     # two cores, with the calibration kernel at -6.6 %.
-    quiet = (0.01, 0.03, 0.02, 0.01, 0.02)
-    busy = Measured(change(0.855), "calibrated", None, 5, quiet, 1.0)
+    quiet = ((0.01, 1.8), (0.03, 1.9), (0.02, 1.8), (0.01, 1.9), (0.02, 1.8))
+    busy = Measured(change(0.855), "calibrated", None, 5, quiet, (1.0, 1.0))
     decision = decide(busy, 0.03)
     assert (decision.verdict, decision.regression) == ("inconclusive", False)
-    assert "other processes took 1.00 CPU cores" in decision.reason
-    alike = Measured(change(0.855), "calibrated", None, 5, quiet, 0.05)
+    assert "other processes took 1.00 of" in decision.reason
+    alike = Measured(change(0.855), "calibrated", None, 5, quiet, (0.05, 1.8))
     assert decide(alike, 0.03).regression  # the same change on a machine as quiet: the code
-    older = Measured(change(0.855), "raw", None, 5, (None,) * 5, 1.0)
+    older = Measured(change(0.855), "raw", None, 5, ((None, None),) * 5, (1.0, 1.0))
     assert decide(older, 0.03).regression  # saved before this was recorded: nothing to go on
-    faster = Measured(change(-0.3), "raw", None, 5, (0.9, 1.0, 0.8), 0.0)
+    faster = Measured(change(-0.3), "raw", None, 5, ((0.9, 1.0), (1.0, 1.0)), (0.0, 1.9))
     assert decide(faster, 0.03).verdict == "inconclusive"
 
 
@@ -103,3 +111,4 @@ def test_each_saved_run_keeps_the_cores_other_processes_took(pytester):
     document = json.loads((pytester.path / ".pytest-tpu" / "baselines" / "main.json").read_text())
     (run,) = document["benchmarks"][0]["pytest_tpu"]["history"]
     assert 0 <= run["others"] <= (os.cpu_count() or 1)
+    assert 0.5 <= run["own"] <= (os.cpu_count() or 1)  # its calls kept at least one core busy

@@ -166,9 +166,9 @@ class Measured:
     mode: str
     machine: Change | None
     saved_runs: int = 0  # sessions in the baseline's history (0: not a stored baseline)
-    # CPU cores other processes took in each saved run and in this one (``contention``).
-    others_saved: tuple[float | None, ...] = ()
-    others_now: float | None = None
+    # CPU cores (other processes', this one's) in each saved run and in this one (``contention``).
+    use_saved: tuple[tuple[float | None, float | None], ...] = ()
+    use_now: tuple[float | None, float | None] = (None, None)
 
 
 def _mode_change(base: Side, current: RunSummary, mode: str, threshold: float) -> Change | None:
@@ -203,8 +203,8 @@ def measure(base: Side, current: RunSummary, threshold: float) -> Measured | Non
         return None
     best, mode = min(candidates, key=lambda pair: (pair[0].se, MODES.index(pair[1])))
     runs = sessions(base.runs)
-    saved = tuple(run.others for run in runs)
-    return Measured(best, mode, machine, len(runs), saved, current.others)
+    saved = tuple((run.others, run.own) for run in runs)
+    return Measured(best, mode, machine, len(runs), saved, (current.others, current.own))
 
 
 def _typical_drift(base: Side, current: RunSummary) -> float:
@@ -282,7 +282,7 @@ def _decided(measured: Measured, threshold: float) -> Decision:
 def _busier(measured: Measured, slower: bool) -> str:
     """Why a change cannot be told from other processes' use of the CPUs, in any mode: a
     kernel runs as fast as ever beside a neighbour that takes cores the benchmark uses."""
-    return contention.explains(measured.others_saved, measured.others_now, slower)
+    return contention.explains(measured.use_saved, measured.use_now, slower)
 
 
 def _drift_explains(measured: Measured, slower: bool) -> str:

@@ -67,7 +67,9 @@ class RunSummary:
     commit: str | None = None
     source: str = "run"  # "run", or "noise" for a --measure-noise repetition
     metrics: Mapping[str, float] = field(default_factory=dict)  # memory, compile: one value
-    others: float | None = None  # CPU cores other processes took during the rounds (contention)
+    # CPU cores other processes took during the call, and this process took (``contention``).
+    others: float | None = None
+    own: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +83,7 @@ class RunSummary:
             "source": self.source,
             "metrics": dict(self.metrics),
             "others": self.others,
+            "own": self.own,
         }
 
     @classmethod
@@ -102,9 +105,10 @@ class RunSummary:
             raise ValueError(
                 "'metrics' is not an object of memory (at least 0) and compile (positive) values"
             )
-        others = data.get("others")
-        if others is not None and cores(others) is None:
-            raise ValueError("'others' is not a number of CPU cores (at least 0)")
+        others, own = data.get("others"), data.get("own")
+        for key, value in (("others", others), ("own", own)):
+            if value is not None and cores(value) is None:
+                raise ValueError(f"'{key}' is not a number of CPU cores (at least 0)")
         return cls(
             rounds=rounds,
             raw=Estimate.from_json(data.get("raw")),
@@ -115,7 +119,8 @@ class RunSummary:
             commit=commit if isinstance(commit, str) else None,
             source=source,
             metrics={key: float(v) for key, v in metrics.items()},
-            others=None if others is None else float(others),
+            others=cores(others),
+            own=cores(own),
         )
 
 
@@ -133,6 +138,7 @@ def summarize(
     source: str = "run",
     metrics: Mapping[str, float] | None = None,
     others: float | None = None,
+    own: float | None = None,
 ) -> RunSummary | None:
     """Summarise a run's rounds (in measured order) and the kernel timed before each round."""
     raw = estimate(samples, lower_mean)
@@ -153,6 +159,7 @@ def summarize(
         source=source,
         metrics=dict(metrics or {}),
         others=others,
+        own=own,
     )
 
 

@@ -56,7 +56,7 @@ from pytest_tpu.timing import size_rounds_on_a_steady_call
 NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run included
 _DONE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, REGRESSION_EXIT_CODE)
 recording_key = pytest.StashKey[calibration.Recording]()
-others_key = pytest.StashKey[float | None]()  # cores other processes took during the call
+use_key = pytest.StashKey["contention.Use | None"]()  # cores taken during the call
 rerun_key = pytest.StashKey[str]()  # set while a benchmark is measured again: its label
 
 
@@ -84,8 +84,9 @@ def _summary(result: BenchResult, calibration: dict[str, Any] | None, **kw: Any)
     kind = str((calibration or {}).get("kind", ""))
     aligned = timings if len(timings) == len(result.samples) else []
     others = contention.cores((calibration or {}).get("others"))
+    own = contention.cores((calibration or {}).get("own"))
     metrics = metrics_of(result.extra_info)
-    run = summarize(result.samples, aligned, kind, metrics=metrics, others=others, **kw)
+    run = summarize(result.samples, aligned, kind, metrics=metrics, others=others, own=own, **kw)
     assert run is not None  # passed results have samples
     return run
 
@@ -197,7 +198,7 @@ class GatePlugin:
         try:
             return (yield)
         finally:
-            item.stash[others_key] = meter.others()
+            item.stash[use_key] = meter.use()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -210,10 +211,12 @@ class GatePlugin:
             fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
             stats = getattr(getattr(fixture, "stats", None), "stats", None)
             rounds = len(getattr(stats, "data", ()))
+            use = item.stash.get(use_key, None)
             data = {
                 "timings": record.aligned(rounds),
                 "kind": record.kind,
-                "others": item.stash.get(others_key, None),
+                "others": None if use is None else use.others,
+                "own": None if use is None else use.own,
             }
             setattr(report, remeasure.CALIBRATION_ATTR, data)
             del item.stash[recording_key]
