@@ -46,27 +46,26 @@ def test_nothing_is_measured_without_proc_or_over_a_moment(monkeypatch, tmp_path
     assert meter.machine is None and meter.others() is None
 
 
-Q = (0.01, 1.9)  # a saved run: a quiet machine, a benchmark using nearly both cores
+Q = (0.01, 1.9)  # a saved run on a quiet machine (others, own cores)
 ONE = (0.01, 1.0)  # a single-threaded benchmark's saved run
 
 
 @pytest.mark.parametrize(
     ("saved", "now", "slower", "explained"),
     [
-        ((Q, Q, Q), (1.0, 1.1), True, True),  # a neighbour took a core the benchmark used
+        ((Q, Q, Q), (1.0, 1.1), True, True),  # a neighbour took a core
         ((Q, Q, Q), (0.1, 1.9), True, False),  # background: hundredths of a core
-        (((0.6, 1.5), (0.9, 1.2)), (1.0, 1.1), True, False),  # as busy as a saved run was
-        ((ONE, ONE), (1.0, 1.0), True, False),  # a core it never used: nothing taken from it
-        ((ONE, ONE), (1.6, 0.5), True, True),  # both cores wanted: it lost part of its own
-        (((0.9, 1.0), (1.0, 1.0)), (0.0, 1.9), False, True),  # faster: its cores came back
-        (((0.9, 1.0), (1.0, 1.0)), (0.0, 1.0), False, False),  # faster, single-threaded: code
+        (((0.6, 1.5), (0.9, 1.2), (0.8, 1.3)), (1.0, 1.1), True, False),  # as busy as typical
+        ((ONE, ONE), (1.0, 1.0), True, True),  # what it uses itself does not decide (g43)
+        # g43: one saved run beside a neighbour (0.73) does not hide one now.
+        (((0.73, 1.0), Q, Q, Q, Q), (0.92, 1.0), True, True),
+        (((0.9, 1.0), (1.0, 1.0)), (0.0, 1.9), False, True),  # faster on a quieter machine
         (((0.9, 1.0), (1.0, 1.0)), (0.0, 1.9), True, False),  # slower on a quieter machine
         ((Q, (None, None)), (1.0, 1.1), True, False),  # a run saved before this was measured
         ((Q, Q), (None, None), True, False),  # not measured now (no /proc)
-        (((0.01, None), Q), (1.0, 1.1), True, True),  # own use unknown: taken to want it all
     ],
 )
-def test_a_change_is_not_blamed_on_the_code_where_neighbours_took_cores_it_uses(
+def test_a_change_beside_busier_or_quieter_neighbours_than_the_saved_runs_is_explained(
     saved, now, slower, explained
 ):
     why = contention.explains(saved, now, slower, cpus=2)
@@ -90,7 +89,7 @@ def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
     decision = decide(busy, 0.03)
     assert (decision.verdict, decision.regression) == ("inconclusive", False)
     assert "other processes took 1.00 of" in decision.reason
-    alike = Measured(change(0.855), "calibrated", None, 5, quiet, (0.05, 1.8))
+    alike = Measured(change(0.855), "calibrated", None, 5, quiet, (0.2, 1.8))
     assert decide(alike, 0.03).regression  # the same change on a machine as quiet: the code
     older = Measured(change(0.855), "raw", None, 5, ((None, None),) * 5, (1.0, 1.0))
     assert decide(older, 0.03).regression  # saved before this was recorded: nothing to go on
