@@ -26,24 +26,25 @@ def test_a_spinning_neighbour_is_seen_as_cores_other_processes_took():
         time.sleep(0.5)  # started and spinning
         meter = contention.Meter.start()
         time.sleep(1.0)  # this process idle: the spinner has a core to itself
-        busy = meter.others()
+        used = meter.use()
     finally:
         spinner.kill()
         spinner.wait()
-    assert busy is not None and busy >= 0.5
+    assert used is not None and used.others >= 0.5
+    busy = used.others
     mine = contention.Meter.start()
     end = time.monotonic() + 0.5
     while time.monotonic() < end:  # this process's own work is not a neighbour's
         pass
-    own = mine.others()
-    assert own is not None and own < busy
+    own = mine.use()
+    assert own is not None and own.others < busy and own.own >= 0.5
 
 
 def test_nothing_is_measured_without_proc_or_over_a_moment(monkeypatch, tmp_path):
-    assert contention.Meter.start().others() is None  # a few clock ticks tell nothing
+    assert contention.Meter.start().use() is None  # a few clock ticks tell nothing
     monkeypatch.setattr(contention, "STAT", str(tmp_path / "absent"))
     meter = contention.Meter.start()
-    assert meter.machine is None and meter.others() is None
+    assert meter.machine is None and meter.use() is None
 
 
 Q = (0.01, 1.9)  # a saved run on a quiet machine (others, own cores)

@@ -4,14 +4,14 @@ A calibration kernel measures how fast the machine runs *it*. A neighbour that k
 cores busy can leave a small single-threaded kernel as fast as ever while a multi-threaded
 TensorFlow benchmark loses half its cores (a new user's trial: an unchanged ResNet-style predict
 read +85.5 % [+57.7, +118.1] against five quiet saved runs, "99.9 % sure", with the kernel at
--6.6 %). The kernel cannot see that; the kernel's own accounting can. Around each benchmark's
-rounds the plugin reads how much CPU time the whole machine spent busy (``/proc/stat``, steal
-included: time the hypervisor gave to other machines) and how much of it was this process's
-(``/proc/self/stat``, every thread); the rest, per second of wall time, is the cores other
-processes took. Each saved run keeps that figure (and the cores this process took), and a
-slowdown (or an improvement) measured while other processes took more of the CPUs than in the
-typical saved run (or less) cannot be told from that: the gate says ``inconclusive`` and why,
-instead of blaming the code.
+-6.6 %). The calibration kernel cannot see that; the operating system's accounting can. Around
+each benchmark's rounds the plugin reads how much CPU time the whole machine spent busy
+(``/proc/stat``, steal included: time the hypervisor gave to other machines) and how much of it
+was this process's (``/proc/self/stat``, every thread); the rest, per second of wall time, is the
+cores other processes took. Each saved run keeps that figure (and the cores this process took),
+and a slowdown (or an improvement) measured while other processes took more of the CPUs than in
+the typical saved run (or less) cannot be told from that: the gate says ``inconclusive`` and
+why, instead of blaming the code.
 Where ``/proc`` is not there (not Linux), nothing is measured and nothing changes.
 """
 
@@ -103,11 +103,6 @@ class Meter:
         mine = own - self.own
         others = (machine - self.machine) - mine
         return Use(round(max(0.0, others / span), 3), round(max(0.0, mine / span), 3))
-
-    def others(self) -> float | None:
-        """Cores other processes took on average since ``start``, or None."""
-        found = self.use()
-        return None if found is None else found.others
 
 
 def cores(value: object) -> float | None:
