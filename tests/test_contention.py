@@ -21,7 +21,9 @@ needs_proc = pytest.mark.skipif(
 
 @needs_proc
 def test_a_spinning_neighbour_is_seen_as_cores_other_processes_took():
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # It stops by itself too: a test run killed here would otherwise leave it spinning.
+    spin = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass"
+    spinner = subprocess.Popen([sys.executable, "-c", spin])
     try:
         time.sleep(0.5)  # started and spinning
         meter = contention.Meter.start()
