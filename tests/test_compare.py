@@ -158,7 +158,7 @@ def test_a_re_measurement_agrees_by_less_than_a_finding(estimate, low, high, p, 
     # between-session noise was asked before; it has only to rule out a burst in the first.
     drift = None if machine is None else found(machine, machine - 0.02, machine + 0.02, 0.999)
     measured = Measured(found(estimate, low, high, p), "raw", drift)
-    assert agrees(measured, 0.05) is agreed
+    assert agrees(measured, decide(measured, 0.05), 0.05) is agreed
 
 
 def test_rows_cover_both_sides_and_say_where_their_noise_came_from():

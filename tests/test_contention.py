@@ -71,7 +71,8 @@ ONE = (0.01, 1.0)  # a single-threaded benchmark's saved run
 def test_a_change_beside_busier_or_quieter_neighbours_than_the_saved_runs_is_explained(
     saved, now, slower, explained
 ):
-    why = contention.explains(saved, now, slower, cpus=2)
+    # What the benchmark uses itself (each pair's second figure) does not decide (g43).
+    why = contention.explains([others for others, _ in saved], now[0], slower, cpus=2)
     assert bool(why) is explained
     if explained:
         assert f"other processes took {now[0]:.2f} of 2 CPU cores" in why and "--compare-ref" in why
@@ -87,16 +88,16 @@ def change(estimate: float) -> Change:
 def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
     # Trial 18: +85.5 % [+57.7, +118.1], "99.9 % sure", beside a neighbour spinning on one of
     # two cores, with the calibration kernel at -6.6 %.
-    quiet = ((0.01, 1.8), (0.03, 1.9), (0.02, 1.8), (0.01, 1.9), (0.02, 1.8))
-    busy = Measured(change(0.855), "calibrated", None, 5, quiet, (1.0, 1.0))
+    quiet = (0.01, 0.03, 0.02, 0.01, 0.02)
+    busy = Measured(change(0.855), "calibrated", None, 5, quiet, 1.0)
     decision = decide(busy, 0.03)
     assert (decision.verdict, decision.regression) == ("inconclusive", False)
     assert "other processes took 1.00 of" in decision.reason
-    alike = Measured(change(0.855), "calibrated", None, 5, quiet, (0.2, 1.8))
+    alike = Measured(change(0.855), "calibrated", None, 5, quiet, 0.2)
     assert decide(alike, 0.03).regression  # the same change on a machine as quiet: the code
-    older = Measured(change(0.855), "raw", None, 5, ((None, None),) * 5, (1.0, 1.0))
+    older = Measured(change(0.855), "raw", None, 5, (None,) * 5, 1.0)
     assert decide(older, 0.03).regression  # saved before this was recorded: nothing to go on
-    faster = Measured(change(-0.3), "raw", None, 5, ((0.9, 1.0), (1.0, 1.0)), (0.0, 1.9))
+    faster = Measured(change(-0.3), "raw", None, 5, (0.9, 1.0), 0.0)
     assert decide(faster, 0.03).verdict == "inconclusive"
 
 

@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from pytest_tpu.gate import baseline as store  # noqa: E402
-from pytest_tpu.gate import compare  # noqa: E402
+from pytest_tpu.gate import compare, contention  # noqa: E402
 from pytest_tpu.gate.stats import Change, widened  # noqa: E402
 
 ARMS = (0.0, 0.05, 0.10)
@@ -56,7 +56,7 @@ def no_allowance(found: Change, mode: str, machine: Change | None, typical: floa
     return found
 
 
-def _blind(measured: compare.Measured, slower: bool) -> str:
+def _blind(saved: object, now: object, slower: bool, cpus: int | None = None) -> str:
     """No check of other processes' use of the CPUs (``contention``): the gate before it."""
     return ""
 
@@ -72,14 +72,14 @@ RULES: dict[str, tuple[Rule, bool]] = {
 
 @contextmanager
 def rule(chosen: tuple[Rule, bool]) -> Iterator[None]:
-    saved, busier = compare._with_drift, compare._busier
+    saved, busier = compare._with_drift, contention.explains
     compare._with_drift = chosen[0]
     if not chosen[1]:
-        compare._busier = _blind
+        contention.explains = _blind
     try:
         yield
     finally:
-        compare._with_drift, compare._busier = saved, busier
+        compare._with_drift, contention.explains = saved, busier
 
 
 def judged(folder: Path, threshold: float) -> Iterator[tuple[str, str, str, float, compare.Row]]:

@@ -166,9 +166,9 @@ class Measured:
     mode: str
     machine: Change | None
     saved_runs: int = 0  # sessions in the baseline's history (0: not a stored baseline)
-    # CPU cores (other processes', this one's) in each saved run and in this one (``contention``).
-    use_saved: tuple[tuple[float | None, float | None], ...] = ()
-    use_now: tuple[float | None, float | None] = (None, None)
+    # CPU cores other processes took in each saved run and in this one (``contention``).
+    others_saved: tuple[float | None, ...] = ()
+    others_now: float | None = None
 
 
 def _mode_change(base: Side, current: RunSummary, mode: str, threshold: float) -> Change | None:
@@ -203,8 +203,8 @@ def measure(base: Side, current: RunSummary, threshold: float) -> Measured | Non
         return None
     best, mode = min(candidates, key=lambda pair: (pair[0].se, MODES.index(pair[1])))
     runs = sessions(base.runs)
-    saved = tuple((run.others, run.own) for run in runs)
-    return Measured(best, mode, machine, len(runs), saved, (current.others, current.own))
+    saved = tuple(run.others for run in runs)
+    return Measured(best, mode, machine, len(runs), saved, current.others)
 
 
 def _typical_drift(base: Side, current: RunSummary) -> float:
@@ -265,12 +265,12 @@ def _decided(measured: Measured, threshold: float) -> Decision:
     found = measured.change
     floor = threshold / 2
     if found.p_slower >= FAIL_CONFIDENCE and found.estimate >= floor:
-        drift = _drift_explains(measured, slower=True) or _busier(measured, slower=True)
+        drift = _explained(measured, slower=True)
         if drift:
             return Decision("inconclusive", False, drift)
         return Decision("slower", found.high >= threshold)
     if found.p_slower <= 1 - FAIL_CONFIDENCE and found.estimate <= -floor:
-        drift = _drift_explains(measured, slower=False) or _busier(measured, slower=False)
+        drift = _explained(measured, slower=False)
         if drift:
             return Decision("inconclusive", False, drift)
         return Decision("faster", False)
@@ -279,10 +279,13 @@ def _decided(measured: Measured, threshold: float) -> Decision:
     return Decision("inconclusive", False, _unresolved(found, threshold, measured.saved_runs))
 
 
-def _busier(measured: Measured, slower: bool) -> str:
-    """Why a change cannot be told from other processes' use of the CPUs, in any mode: a
-    kernel runs as fast as ever beside a neighbour that takes cores the benchmark uses."""
-    return contention.explains(measured.use_saved, measured.use_now, slower)
+def _explained(measured: Measured, slower: bool) -> str:
+    """Why a change cannot be blamed on the code, or "": the machine's own drift (raw rounds),
+    or other processes' use of the CPUs (any mode: a kernel runs as fast as ever beside a
+    neighbour that slows the benchmark)."""
+    return _drift_explains(measured, slower) or contention.explains(
+        measured.others_saved, measured.others_now, slower
+    )
 
 
 def _drift_explains(measured: Measured, slower: bool) -> str:
@@ -379,24 +382,29 @@ def row_of(measured: Measured, decision: Decision, common: dict[str, Any], force
     return with_change(row, measured.change)
 
 
-def agrees(measured: Measured, threshold: float) -> bool:
-    """Whether a re-measurement agrees with a regression its first measurement found.
+def interval_agrees(low: float, high: float, threshold: float) -> bool:
+    """Whether a re-measurement's 95 % interval agrees with a regression found before: above zero
+    (97.5 % one-sided) and reaching the threshold. Agreeing asks less than finding: it has only
+    to rule out what made the first measurement alone (a burst of load; in a same-job comparison,
+    ``sameref.confirm``, an offset between two processes)."""
+    return low > 0 and high >= threshold
 
-    Agreeing asks less than finding, as a same-job confirmation does (``sameref.confirm``): its
-    own gate fails, or its 95 % interval lies above zero (97.5 % one-sided), reaches the
-    threshold, and centres on at least half of it, with no drift of the machine to explain it.
-    Asking it to fail the gate on its own asked for a second finding from a measurement that
-    shares the first one's between-session noise (the same saved runs, the same session); what
-    it has to rule out is a burst of load that made the first measurement alone. (A new user's
-    +7.3 % change read +9.7 % [+5.4, +14.2], then +6.8 % [-0.4, +14.5]: withdrawn either way.)
+
+def agrees(measured: Measured, decision: Decision, threshold: float) -> bool:
+    """Whether a re-measurement (``measured``, decided as ``decision``) agrees with a regression
+    its first measurement found: its own gate fails, or its interval agrees
+    (``interval_agrees``) around a change of at least half the threshold, with nothing about
+    the machine to explain it. Asking it to fail the gate on its own asked for a second finding
+    from a measurement that shares the first one's between-session noise (the same saved runs,
+    the same session). (A new user's +7.3 % change read +9.7 % [+5.4, +14.2], then +6.8 %
+    [-0.4, +14.5]: withdrawn either way.)
     """
-    decision = decide(measured, threshold)
     found = measured.change
     if decision.regression:
         return True
-    if _drift_explains(measured, slower=True) or _busier(measured, slower=True):
+    if found.estimate < threshold / 2 or _explained(measured, slower=True):
         return False
-    return found.low > 0 and found.high >= threshold and found.estimate >= threshold / 2
+    return interval_agrees(found.low, found.high, threshold)
 
 
 def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
@@ -404,7 +412,7 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
     measured = measure(base, again, threshold)
     second = None if measured is None else decide(measured, threshold)
     first_text = f"first {first.change:+.1%} [{first.low:+.1%}, {first.high:+.1%}]"
-    if measured is None or second is None or not agrees(measured, threshold):
+    if measured is None or second is None or not agrees(measured, second, threshold):
         again_text = "no samples" if measured is None else _change_text(measured.change)
         return replace(
             first,

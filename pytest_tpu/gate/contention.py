@@ -115,37 +115,34 @@ def cores(value: object) -> float | None:
 
 
 def explains(
-    saved: Sequence[tuple[float | None, float | None]],
-    now: tuple[float | None, float | None],
-    slower: bool,
-    cpus: int | None = None,
+    saved: Sequence[float | None], now: float | None, slower: bool, cpus: int | None = None
 ) -> str:
     """Why a change measured now cannot be told from other processes' use of the CPUs, or "".
 
-    ``saved`` and ``now`` are (others, own) cores: each saved run's and this run's. A slowdown
-    while other processes took more than the typical saved run saw (its median, by
+    ``saved`` and ``now`` are the cores other processes took in each saved run and in this one.
+    A slowdown while they took more than the typical saved run saw (its median, by
     ``BEYOND_CORES``), or an improvement while they took that much less. The median, not the
     most: one saved run beside a neighbour leaves the baseline's level to the quiet ones (g43:
     with one of five saved runs at 0.73 cores, unchanged TensorFlow matmul rows beside a
-    spinning neighbour failed at +30 to +50 %). What the benchmark itself uses does not tell
-    whether a neighbour hurts it: matmul rows using 1.0-1.3 cores lost a third of their speed
-    beside one (g43), where a numpy function using 1.0 did not. Nothing where a run was not
-    measured (a baseline saved before this was recorded).
+    spinning neighbour failed at +30 to +50 %). What the benchmark itself uses (``Use.own``,
+    kept in each saved run) does not tell whether a neighbour hurts it: matmul rows using
+    1.0-1.3 cores lost a third of their speed beside one (g43), where a numpy function using
+    1.0 did not. Nothing where a run was not measured (a baseline saved before this was
+    recorded).
     """
-    others_now = now[0]  # what the benchmark uses itself does not decide (see above)
-    if others_now is None or not saved or any(o is None for o, _ in saved):
+    if now is None or not saved or any(o is None for o in saved):
         return ""
     total = cpus or os.cpu_count() or 1
-    typical = statistics.median(o for o, _ in saved if o is not None)
-    if slower and others_now > typical + BEYOND_CORES:
+    typical = statistics.median(o for o in saved if o is not None)
+    if slower and now > typical + BEYOND_CORES:
         told = "more"
-    elif not slower and others_now < typical - BEYOND_CORES:
+    elif not slower and now < typical - BEYOND_CORES:
         told = "less"
     else:
         return ""
     way = "slower" if slower else "faster"
     return (
-        f"other processes took {others_now:.2f} of {total} CPU cores while it ran, {told} than "
+        f"other processes took {now:.2f} of {total} CPU cores while it ran, {told} than "
         f"in the typical saved run ({typical:.2f}): a {way} time cannot be told from that (a "
         "neighbour slows a benchmark in ways a calibration kernel does not show); compare on a "
         "machine as busy as when the baseline was saved, or use --compare-ref"

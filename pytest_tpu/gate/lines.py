@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from pytest_tpu.gate.compare import Row, compared
-from pytest_tpu.gate.stats import FAIL_CONFIDENCE
+from pytest_tpu.gate.stats import CONFIDENCE, FAIL_CONFIDENCE
 from pytest_tpu.options import REGRESSION_EXIT_CODE
 from pytest_tpu.report import verdict_word
 from pytest_tpu.units import format_detectable
@@ -260,7 +260,8 @@ def _by_whom(row: Row) -> str:
     sure" on a failing line read as the gate failing below its rule)."""
     if row.confirmed is not True or row.confidence is None or row.confidence >= FAIL_CONFIDENCE:
         return ""
+    agreeing = (1 + CONFIDENCE) / 2  # a 95 % interval above zero: 97.5 % one-sided
     return (
-        f" by the re-measurement that confirmed it (one needs 97.5%; the first measurement "
-        f"needed {FAIL_CONFIDENCE:.0%})"
+        f" by the re-measurement that confirmed it (one needs {agreeing:.1%}; the first "
+        f"measurement needed {FAIL_CONFIDENCE:.0%})"
     )

@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_tpu.gate.compare import Row, with_change
+from pytest_tpu.gate.compare import Row, interval_agrees, with_change
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import Change
 from pytest_tpu.sameref import pairs, worktree
@@ -359,7 +359,7 @@ def _confirms(again: Mapping[str, Any] | None, threshold: float) -> bool:
     if again is None:
         return False
     low, high = numbers(again, "ci_low", "ci_high") or [0.0, 0.0]
-    return again.get("regression") is True or (low > 0 and high >= threshold * 100)
+    return again.get("regression") is True or interval_agrees(low, high, threshold * 100)
 
 
 @dataclass(frozen=True)
