@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_tpu import roundtimes, units
+from pytest_tpu.gate.stats import TAIL
 from pytest_tpu.roundtimes import RoundTime
 
 if TYPE_CHECKING:
@@ -157,6 +158,10 @@ class ComparisonRow:
     confirmed: bool | None = None
     regression: bool = False  # this row fails the gate
     confidence_pct: float | None = None  # how sure the comparison is of a slowdown (in %)
+    # What baseline, current and change measure, for a time row: the mean of the fastest half
+    # (raw), the middle half of paired ratios (paired), ratios to the calibration kernel
+    # (calibrated), or the mean of all rounds (a row failed on slow calls in the tail).
+    statistic: str = ""
 
 
 # ---------------------------------------------------------------- building speedup tables
@@ -743,6 +748,8 @@ def row_details(row: ComparisonRow) -> str:
     # "paired" after a reason that names the paired rounds read as a dangling word.
     repeated = row.mode == "paired" and "paired rounds" in said
     parts = [row.mode] if row.mode and not repeated else []
+    if row.statistic == TAIL and TAIL not in said:  # not the statistic of the rows around it
+        parts.insert(0, f"baseline, current and change: the {TAIL} (slow calls in the tail)")
     if row.machine_pct is not None:
         parts.append(f"machine {row.machine_pct:+.1f}% vs baseline")
     if row.noise_source and row.noise_source not in said:

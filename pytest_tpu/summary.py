@@ -299,7 +299,22 @@ def from_gate_row(row: Row) -> ComparisonRow:
         confirmed=row.confirmed,
         regression=row.regression,
         confidence_pct=pct(row.confidence),
+        statistic=_statistic(row, mode),
     )
+
+
+STATISTICS = {
+    "raw": "mean of the fastest half of rounds",
+    "paired": "middle half of the paired rounds' ratios",
+    "calibrated": "middle half of the rounds' ratios to the calibration kernel",
+}
+
+
+def _statistic(row: Row, mode: str) -> str:
+    """What a compared time row's numbers measure (its ``statistic``, else its mode's)."""
+    if row.status != "compared" or row.metric != "time":
+        return ""
+    return row.statistic or STATISTICS[mode]
 
 
 def _width(tr: pytest.TerminalReporter) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_tpu.gate.contention import cores
 from pytest_tpu.gate.stats import Estimate, estimate, lower_mean, midmean, round_ratios
+from pytest_tpu.gate.stats import mean as mean_of_all
 
 DEFAULT_KEEP = 5  # runs kept per benchmark and baseline name (--tpu-baseline-history)
 SOURCES = ("run", "noise")
@@ -70,6 +71,8 @@ class RunSummary:
     # CPU cores other processes took during the call, and this process took (``contention``).
     others: float | None = None
     own: float | None = None
+    # The mean of all rounds, for the tail check (``compare.tail``); None in runs saved before.
+    mean: Estimate | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +87,7 @@ class RunSummary:
             "metrics": dict(self.metrics),
             "others": self.others,
             "own": self.own,
+            "mean": self.mean.to_json() if self.mean else None,
         }
 
     @classmethod
@@ -121,6 +125,7 @@ class RunSummary:
             metrics={key: float(v) for key, v in metrics.items()},
             others=cores(others),
             own=cores(own),
+            mean=_optional(data.get("mean")),
         )
 
 
@@ -160,7 +165,16 @@ def summarize(
         metrics=dict(metrics or {}),
         others=others,
         own=own,
+        mean=estimate(steady(samples), mean_of_all),
     )
+
+
+def steady(samples: Sequence[float]) -> Sequence[float]:
+    """The rounds after the first: a ``benchmark.pedantic`` without warm-up rounds traces or
+    compiles in its first round, which the first-call metric reports apart. The mean of all
+    rounds (``RunSummary.mean``) must not be that first call's (a test with a 4 s trace in the
+    first of 5 rounds of 3 ms failed the time gate "on the tail" when the trace grew)."""
+    return samples[1:] if len(samples) > 1 else samples
 
 
 def sessions(history: Sequence[RunSummary]) -> list[RunSummary]:

@@ -247,8 +247,9 @@ def _regression_line(row: Row, name: str | None) -> str:
         if row.metric == "time" and row.threshold is not None
         else ""
     )
+    label = f" ({row.statistic})" if row.statistic else ""
     return (
-        f"REGRESSION {row.nodeid}: {row.metric} {pct(row.change)} vs {name!r} "
+        f"REGRESSION {row.nodeid}: {row.metric}{label} {pct(row.change)} vs {name!r} "
         f"(95% interval {pct(row.low)} .. {pct(row.high)}{reaches}; {sure(row.confidence)} sure "
         f"it is slower{_by_whom(row)}; {row.reason or 'measured once'})"
     )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
+from typing import TypeVar
 
 LOWER_FRACTION = 0.5  # share of the fastest rounds that locates a run
 MAX_BLOCKS = 8  # contiguous blocks of a run for batch means
@@ -25,6 +26,7 @@ MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estim
 CONFIDENCE = 0.95  # the interval shown
 SPREAD_OF_PAIRS = "pairs of processes in this job"  # names a same-job row judged on that spread
 FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``compare.decide``)
+TAIL = "mean of all rounds"  # names a row failed on slow calls in the tail (``compare.tail``)
 POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change
 # One saved run: the assumed spread between sessions is held as uncertain as three saved runs
 # would leave a measured one (2 degrees of freedom). A slowdown must then be 9.8 assumed standard
@@ -33,6 +35,7 @@ POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable chan
 ONE_RUN_DF = 2
 
 Location = Callable[[Sequence[float]], float]
+T = TypeVar("T")
 
 
 def clean(samples: Sequence[object]) -> list[float]:
@@ -56,6 +59,15 @@ def lower_mean(samples: Sequence[float], fraction: float = LOWER_FRACTION) -> fl
         raise ValueError("no valid samples")
     count = max(1, int(len(ordered) * fraction))
     return math.fsum(ordered[:count]) / count
+
+
+def mean(samples: Sequence[float]) -> float:
+    """Mean of all the samples: what a slow call in the tail costs shows here, not in
+    ``lower_mean`` (the tail check, ``compare.tail``)."""
+    data = clean(samples)
+    if not data:
+        raise ValueError("no valid samples")
+    return math.fsum(data) / len(data)
 
 
 def midmean(values: Sequence[float]) -> float:
@@ -122,7 +134,7 @@ def _finite(value: float) -> float:
     return value if math.isfinite(value) else -1.0
 
 
-def _blocks(values: Sequence[float], count: int) -> list[Sequence[float]]:
+def _blocks(values: Sequence[T], count: int) -> list[Sequence[T]]:
     size, extra = divmod(len(values), count)
     out, start = [], 0
     for index in range(count):
@@ -451,16 +463,23 @@ def _trimmed(values: Sequence[float]) -> float:
     return math.fsum(middle) / len(middle)
 
 
-def pair_differences(
+def paired_rounds(
     head: Sequence[tuple[int, float]], base: Sequence[tuple[int, float]]
-) -> list[float]:
-    """Log ratios head/base of the rounds that ran next to each other, in time order.
+) -> list[tuple[float, float]]:
+    """(head, base) round times of the rounds that ran next to each other, in time order.
 
     Each round carries its turn; turns ``2k`` and ``2k + 1`` are pair ``k``.
     """
     heads = {turn // 2: value for turn, value in head if clean([value])}
     bases = {turn // 2: value for turn, value in base if clean([value])}
-    return [math.log(heads[k] / bases[k]) for k in sorted(heads.keys() & bases.keys())]
+    return [(heads[k], bases[k]) for k in sorted(heads.keys() & bases.keys())]
+
+
+def pair_differences(
+    head: Sequence[tuple[int, float]], base: Sequence[tuple[int, float]]
+) -> list[float]:
+    """Log ratios head/base of the rounds that ran next to each other, in time order."""
+    return [math.log(h / b) for h, b in paired_rounds(head, base)]
 
 
 def paired_change(differences: Sequence[float]) -> Change | None:
@@ -479,6 +498,29 @@ def paired_change(differences: Sequence[float]) -> Change | None:
         return _unknown(delta, noise)
     blocks = [_trimmed(block) for block in _blocks(differences, count)]
     return _from(delta, sample_sd(blocks) / math.sqrt(count), count - 1, noise)
+
+
+def paired_mean_change(pairs: Sequence[tuple[float, float]]) -> Change | None:
+    """The change of head's mean round time against base's, from paired rounds of one job.
+
+    The ratio of the two sides' sums over the same pairs, so a slow call on either side counts
+    in full; uncertain by batch means over blocks of pairs, as ``paired_change``: a burst of load
+    lasting many turns slows both sides of the pairs it covers alike.
+    """
+    if not pairs:
+        return None
+    delta = _log_ratio_of_sums(pairs)
+    count = min(MAX_BLOCKS, len(pairs))
+    source = f"{len(pairs)} paired rounds in this job, one pair of processes"
+    noise = Noise(0.0, max(1, count - 1), source, True)
+    if count < MIN_BLOCKS:
+        return _unknown(delta, noise)
+    blocks = [_log_ratio_of_sums(block) for block in _blocks(pairs, count)]
+    return _from(delta, sample_sd(blocks) / math.sqrt(count), count - 1, noise)
+
+
+def _log_ratio_of_sums(pairs: Sequence[tuple[float, float]]) -> float:
+    return math.log(math.fsum(h for h, _ in pairs) / math.fsum(b for _, b in pairs))
 
 
 def widened(found: Change, extra_sd: float, why: str) -> Change:

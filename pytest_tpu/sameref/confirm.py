@@ -50,17 +50,17 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_tpu.gate.compare import Row, interval_agrees, with_change
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import Change
+from pytest_tpu.gate.stats import TAIL, Change
 from pytest_tpu.sameref import pairs, worktree
 from pytest_tpu.sameref.reportrow import number, numbers
-from pytest_tpu.sameref.rows import factor_within
+from pytest_tpu.sameref.rows import TAIL_ENV, factor_within
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
 ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a session with more rounds, as JSON
@@ -137,7 +137,7 @@ def remeasure(
     improving = [row.nodeid for row in rows if row.status == "compared" and row.verdict == "faster"]
     if not failing and not improving:
         return list(rows), ""
-    env = {CONFIRM_ENV: "1"}
+    env = _confirming(rows)
     again, problem = nested(failing + improving, commit, pct, rootdir, measuring, env)
     if problem:  # a broken re-measurement must not turn a measured regression into a pass
         return list(rows), f"the re-measurement {problem}: the first one stands"
@@ -156,7 +156,7 @@ def remeasure(
     last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
-        env = {CONFIRM_ENV: "1", ROUNDS_ENV: json.dumps(last_rounds)}
+        env = {**_confirming(rows), ROUNDS_ENV: json.dumps(last_rounds)}
         more, problem = nested(list(last_rounds), commit, pct, rootdir, measuring, env)
         if wanted:
             line += (
@@ -187,6 +187,13 @@ def remeasure(
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
             judged.append(_judged(row, again.get(nodeid), threshold, extra))
     return judged, line + _outcome(judged, failing + improving)
+
+
+def _confirming(rows: Iterable[Row]) -> dict[str, str]:
+    """The environment of a nested session that re-measures ``rows``' regressions: it does not
+    confirm again, and judges those found on the mean of all rounds on that statistic."""
+    tailed = [row.nodeid for row in rows if row.statistic == TAIL]
+    return {CONFIRM_ENV: "1", **({TAIL_ENV: json.dumps(tailed)} if tailed else {})}
 
 
 def _outcome(judged: Sequence[Row], measured: Sequence[str]) -> str:
@@ -388,7 +395,8 @@ class _Spread:
         ]
         if not opened:
             return set(), ""
-        env = {CONFIRM_ENV: "1", ROUNDS_ENV: json.dumps({n: self.rounds[n] for n in opened})}
+        rounds = json.dumps({n: self.rounds[n] for n in opened})
+        env = {**_confirming(self.rows.values()), ROUNDS_ENV: rounds}
         note = f"; {len(opened)} that three pairs left open measured by {pairs.FURTHER} more"
         for _ in range(pairs.FURTHER):
             found, problem = nested(opened, commit, pct, rootdir, measuring, env)
@@ -463,4 +471,5 @@ def measured_as(row: Row, again: Mapping[str, Any]) -> dict[str, Any]:
         "noise_source": str(again.get("noise_source") or row.noise_source),
         "base_value": number(again, "baseline") or row.base_value,
         "current_value": number(again, "current") or row.current_value,
+        "statistic": TAIL if again.get("statistic") == TAIL else "",
     }

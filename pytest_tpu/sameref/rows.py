@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_tpu.gate.compare import Measured, Row, decide, row_of
-from pytest_tpu.gate.stats import Change, clean, pair_differences, paired_change
+from pytest_tpu.gate.compare import Measured, Row, decide, row_of, tail
+from pytest_tpu.gate.stats import (
+    TAIL,
+    Change,
+    clean,
+    pair_differences,
+    paired_change,
+    paired_mean_change,
+    paired_rounds,
+)
 from pytest_tpu.results import BenchResult
 from pytest_tpu.sameref.turns import Rounds
+
+TAIL_ENV = "PYTEST_TPU_REF_TAIL"  # node ids a nested session judges on the mean, as JSON
 
 
 def _measured(turns: Sequence[int], samples: Sequence[float]) -> list[tuple[int, float]]:
@@ -59,22 +71,69 @@ def compare_one(
         "current_value": _geomean(head.samples),
     }
     if found is None:
-        return Row(
-            status="compared",
-            verdict="inconclusive",
-            reason="no rounds ran next to each other (one side ran alone)",
-            **values,
-            **_common(head.nodeid),
-        )
+        return _unpaired(head.nodeid, values)
+    # Without the first pair: its rounds may be the first calls (``history.steady``).
+    steady = paired_rounds(head_rounds, base_rounds)[1:]
+    if head.nodeid in judged_on_the_mean():
+        return _on_the_mean(head.nodeid, steady, threshold) or _unpaired(head.nodeid, values)
     measured = Measured(found, "paired", None)
     row = row_of(measured, decide(measured, threshold), {**values, **_common(head.nodeid)}, False)
-    row = one_pair(row, threshold)
+    row = _tail(one_pair(row, threshold), steady, threshold)
     hint = more_rounds(found.detectable, threshold, len(differences))
     return (
         replace(row, reason=f"{row.reason}; {hint}")
         if row.verdict == "inconclusive" and hint
         else row
     )
+
+
+def _unpaired(nodeid: str, values: Mapping[str, Any]) -> Row:
+    return Row(
+        status="compared",
+        verdict="inconclusive",
+        reason="no rounds ran next to each other (one side ran alone)",
+        **values,
+        **_common(nodeid),
+    )
+
+
+def judged_on_the_mean() -> set[str]:
+    """The benchmarks a nested session re-measures on the mean of all rounds: a first pair
+    failed them on slow calls in the tail, and a new pair must agree on that statistic, not on
+    the middle half of its ratios (seen: a miss on every 5th call read +52 % on the means, and
+    the new pairs' middle halves +5 to +6 %: withdrawn)."""
+    try:
+        found = json.loads(os.environ.get(TAIL_ENV) or "[]")
+    except ValueError:
+        return set()
+    return {str(nodeid) for nodeid in found} if isinstance(found, list) else set()
+
+
+def _mean_values(pairs: Sequence[tuple[float, float]]) -> dict[str, float]:
+    count = len(pairs)
+    return {
+        "base_value": math.fsum(b for _, b in pairs) / count,
+        "current_value": math.fsum(h for h, _ in pairs) / count,
+    }
+
+
+def _on_the_mean(nodeid: str, pairs: Sequence[tuple[float, float]], threshold: float) -> Row | None:
+    """The row of a benchmark judged on the paired means alone, by the gate's usual rule."""
+    found = paired_mean_change(pairs)
+    if found is None:
+        return None
+    measured = Measured(found, "paired", None)
+    common = {**_mean_values(pairs), **_common(nodeid)}
+    return replace(row_of(measured, decide(measured, threshold), common, False), statistic=TAIL)
+
+
+def _tail(row: Row, pairs: Sequence[tuple[float, float]], threshold: float) -> Row:
+    """``row`` failed on the paired rounds' means where slow calls in the tail made head's the
+    threshold or more slower (``compare.tail``); a new pair confirms it on the means."""
+    found = paired_mean_change(pairs)
+    if found is None:
+        return row
+    return tail(row, Measured(found, "paired", None), threshold, _mean_values(pairs))
 
 
 def one_pair(row: Row, threshold: float) -> Row:
