@@ -124,6 +124,7 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
                 "withdrawn": row["confirmed"] is False,
                 "again": "measured again with" in str(row.get("note") or ""),
                 "noise_source": row.get("noise_source"),
+                "statistic": row.get("statistic", ""),
                 "seconds": seconds,
                 "session": index,
             }
@@ -170,14 +171,16 @@ def table(records: list[dict[str, object]]) -> str:
     for r in records:
         groups[(r["condition"], r["workload"], r["style"], r["arm"])].append(r)
     lines = [
-        "| condition | workload | style | work | failed | called slower | measured again with "
+        "| condition | workload | style | work | failed | of which on the mean | called slower "
+        "| measured again with "
         "more rounds | withdrawn by a new pair | wrong verdicts | inconclusive | median change "
         "| median detectable |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=str):
         rows = groups[key]
         fails = sum(bool(r["failed"]) for r in rows)
+        tail = sum(bool(r["failed"]) and r.get("statistic") == "mean of all rounds" for r in rows)
         doubt = sum(r["verdict"] == "inconclusive" for r in rows)
         slower = sum(r["verdict"] == "slower" for r in rows)
         withdrawn = sum(bool(r.get("withdrawn")) for r in rows)
@@ -187,7 +190,7 @@ def table(records: list[dict[str, object]]) -> str:
         wrong_verdicts = ("slower", "faster") if float(arm) == 0 else ("unchanged", "faster")  # type: ignore[arg-type]
         wrong = sum(r["verdict"] in wrong_verdicts for r in rows)
         lines.append(
-            f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {fails}/{len(rows)} "  # type: ignore[arg-type]
+            f"| {cond} | {workload} | {style} | +{float(arm):.0%} | {fails}/{len(rows)} | {tail} "  # type: ignore[arg-type]
             f"| {slower}/{len(rows)} | {again} | {withdrawn} | {wrong} | {doubt}/{len(rows)} "
             f"| {_median(rows, 'change_pct')} | {_median(rows, 'detectable_pct')} |"
         )
