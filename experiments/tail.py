@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -172,6 +173,7 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=5)
     parser.add_argument("--modes", default="stored,same-job")
     parser.add_argument("--out", type=Path, default=Path("tail.json"))
+    parser.add_argument("--keep", type=Path, help="copy the saved baseline file here at the end")
     options = parser.parse_args()
     modes = options.modes.split(",")
     found: list[dict] = []
@@ -187,6 +189,9 @@ def main() -> None:
                 for arm in ARMS:  # alternated: the machine's drift hits both arms alike
                     found += compare(repo, mode, arm, options.threshold, index)
                     options.out.write_text(json.dumps(found, indent=1))
+        saved = repo / ".pytest-tpu" / "baselines" / "exp.json"
+        if options.keep and saved.exists():
+            shutil.copyfile(saved, options.keep)
     print(table(found))
 
 

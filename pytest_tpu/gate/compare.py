@@ -10,8 +10,8 @@ A row says ``slower`` only when the interval, which includes the measured betwee
 makes a slowdown at least ``FAIL_CONFIDENCE`` likely and the estimate is at least half the
 threshold; it fails the gate when the interval also reaches the threshold. When the run cannot
 resolve the threshold the row is ``inconclusive`` and says the smallest change it could detect.
-A row that is no regression on its location is also judged on the mean of all rounds (``tail``):
-a change that slows only some calls leaves the fastest half as it was.
+Each row is also judged on the mean of all rounds (``tail``): a change that slows only some
+calls leaves the fastest half as it was.
 """
 
 from __future__ import annotations
