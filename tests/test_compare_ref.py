@@ -295,8 +295,8 @@ def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
     # measures with four times the rounds, and its interval, above zero, confirms the regression.
     result.stdout.fnmatch_lines(
         [
-            "re-measured 1 regression(s) in a new pair of processes; 1 it could not tell measured "
-            "once more with up to 4x the rounds (1 confirmed, 0 withdrawn)",
+            "re-measured 1 regression(s) in a new pair of processes; 1 that it could not tell "
+            "measured once more with up to 4x the rounds (1 confirmed, 0 withdrawn)",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
         consecutive=False,

@@ -225,8 +225,9 @@ def _unresolved_line(row: Row, threshold: float) -> str:
         if confidence < FAIL_CONFIDENCE
         else f"not failed: {row.reason}"
     )
+    label = f" ({row.statistic})" if row.statistic else ""
     return (
-        f"UNRESOLVED {row.nodeid}: time {pct(row.change)} (95% interval {pct(row.low)} .. "
+        f"UNRESOLVED {row.nodeid}: time{label} {pct(row.change)} (95% interval {pct(row.low)} .. "
         f"{pct(row.high)}), past its {own:g}% threshold but {why}{catches} "
         f"(noise: {row.noise_source or 'unknown'})"
     )

@@ -160,11 +160,11 @@ def remeasure(
         more, problem = nested(list(last_rounds), commit, pct, rootdir, measuring, env)
         if wanted:
             line += (
-                f"; {len(wanted)} it could not tell measured once more with up to "
+                f"; {len(wanted)} that it could not tell measured once more with up to "
                 f"{max(wanted.values())}x the rounds"
             )
         if agreed:
-            line += f"; {len(agreed)} the new pair agreed with measured by a third pair"
+            line += f"; {len(agreed)} that the new pair agreed with measured by a third pair"
         if problem:  # as above: the first measurement stands for those
             line += f" (that re-measurement {problem}: the first one stands)"
     standing = set(wanted) if problem else set()
