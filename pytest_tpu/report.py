@@ -624,11 +624,15 @@ def _split_table(lines: list[str]) -> tuple[list[str], list[list[str]]]:
 
 
 def _change_cell(row: ComparisonRow) -> str:
-    """The change with its interval; a calibrated one gives the raw change of the baseline and
-    current beside it, which are raw times (52 ms -> 71 ms, +12 %). (The machine's
-    drift alone did not explain the difference: a ratio of each round to its own kernel run is
-    not the ratio of their locations. Trial 17: 404 µs -> 375 µs read +6 % "(machine -5 %)".)"""
+    """The change with its interval; ``(mean)`` after a row on the mean of all rounds (trial 19:
+    its baseline read 169 µs beside 163 µs for the same benchmark elsewhere, unmarked); a
+    calibrated one gives the raw change of the baseline and current beside it, which are raw
+    times (52 ms -> 71 ms, +12 %). (The machine's drift alone did not explain the difference: a
+    ratio of each round to its own kernel run is not the ratio of their locations. Trial 17:
+    404 µs -> 375 µs read +6 % "(machine -5 %)".)"""
     change = units.format_change(row.change_pct, row.ci_low, row.ci_high)
+    if row.statistic == TAIL:  # baseline, current and change are means, unlike the rows around
+        return f"{change} (mean)"
     if row.mode != "calibrated" or row.change_pct is None:
         return change
     if not row.baseline or row.current is None:

@@ -71,7 +71,8 @@ WARM_BELOW_S = 0.001
 # its untimed call where this sequence says so, the same for the i-th round on both sides (so a
 # pair is warm or cold on both), so which calls are timed no longer follows their count.
 WARM_SHARE = 0.75
-_WARM_TURNS = tuple(random.Random(20261125).random() < WARM_SHARE for _ in range(4096))
+_SEQUENCE = random.Random(20261125)  # one generator: its draws, not its first draw repeated
+_WARM_TURNS = tuple(_SEQUENCE.random() < WARM_SHARE for _ in range(4096))
 
 
 def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: int) -> None:
