@@ -16,7 +16,7 @@ from pytest_tpu.options import REGRESSION_EXIT_CODE
 # Every ``every``-th call does 6 times the work (a cache that misses now and then): the mean of
 # all calls doubles, while four calls in five, and so the fastest half, are unchanged.
 # Calls of milliseconds: same-job mode adds no untimed call before them (``WARM_BELOW_S``).
-TAILED = """
+TEMPLATE = """
 import itertools
 
 EVERY = {every}
@@ -26,7 +26,7 @@ calls = itertools.count()
 def work():
     slow = EVERY and next(calls) % EVERY == 0
     total = 0
-    for i in range(240000 if slow else 40000):
+    for i in range({slow} if slow else {normal}):
         total += i % 7
     return total
 
@@ -38,6 +38,13 @@ def test_fn(benchmark):
 def test_ped(benchmark):
     benchmark.pedantic(work, rounds=200, warmup_rounds=2)
 """
+
+
+def tailed(every: int, normal: int = 40000) -> str:
+    """The test file, every ``every``-th call 6 times the work (``every=0``: none)."""
+    return TEMPLATE.format(every=every, slow=6 * normal, normal=normal)
+
+
 FAST = ["-p", "no:cacheprovider", "--benchmark-max-time=0.3"]
 
 
@@ -57,7 +64,7 @@ def report_rows(path):
 
 
 def test_a_stored_baseline_fails_slow_calls_in_the_tail_on_the_mean(pytester):
-    pytester.makepyfile(test_bench=TAILED.format(every=0))
+    pytester.makepyfile(test_bench=tailed(0))
     for _ in range(5):  # the default history: the mean's spread between sessions is measured
         assert pytester.runpytest_subprocess(*FAST, "--save-baseline=main").ret == 0
     report = pytester.path / "report.json"
@@ -67,7 +74,7 @@ def test_a_stored_baseline_fails_slow_calls_in_the_tail_on_the_mean(pytester):
     assert same.ret == 0, same.stdout.str()
     assert all(row["statistic"] != TAIL for row in report_rows(report).values())
 
-    pytester.makepyfile(test_bench=TAILED.format(every=5))
+    pytester.makepyfile(test_bench=tailed(5))
     result = pytester.runpytest_subprocess(
         *FAST, "--compare=main", "--fail-on-regression=5%", f"--tpu-report={report}"
     )
@@ -77,28 +84,29 @@ def test_a_stored_baseline_fails_slow_calls_in_the_tail_on_the_mean(pytester):
     )
     result.stdout.fnmatch_lines(["*+*% [[]*[]] (mean)*SLOWER*"])  # the table marks it
     rows = report_rows(report)
-    tailed = rows["test_bench.py::test_ped"]
-    assert tailed["statistic"] == TAIL and tailed["regression"] is True
-    assert 50 < tailed["change_pct"] < 160  # the mean doubled; the interval is wide
+    on_mean = rows["test_bench.py::test_ped"]
+    assert on_mean["statistic"] == TAIL and on_mean["regression"] is True
+    assert 50 < on_mean["change_pct"] < 160  # the mean doubled; the interval is wide
     # Its baseline and current are the means, the statistic of its change.
-    assert tailed["current"] / tailed["baseline"] == pytest.approx(1 + tailed["change_pct"] / 100)
+    ratio = on_mean["current"] / on_mean["baseline"]
+    assert ratio == pytest.approx(1 + on_mean["change_pct"] / 100)
 
 
 def test_a_same_job_comparison_fails_slow_calls_in_the_tail_on_the_paired_means(pytester):
     git(pytester.path, "init", "-q")
     git(pytester.path, "config", "user.email", "t@example.com")
     git(pytester.path, "config", "user.name", "t")
-    commit(pytester, "base", test_bench=TAILED.format(every=0))
-    commit(pytester, "a miss every 5th call", test_bench=TAILED.format(every=5))
+    commit(pytester, "base", test_bench=tailed(0))
+    commit(pytester, "a miss every 5th call", test_bench=tailed(5))
     report = pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
         *FAST, "--compare-ref=HEAD~1", "--fail-on-regression=5%", f"--tpu-report={report}"
     )
     assert result.ret == REGRESSION_EXIT_CODE, result.stdout.str()
     result.stdout.fnmatch_lines([f"REGRESSION test_bench.py::test_ped: time ({TAIL}) +*%*"])
-    tailed = report_rows(report)["test_bench.py::test_ped"]
-    assert tailed["statistic"] == TAIL and tailed["confirmed"] is True
-    assert 75 < tailed["change_pct"] < 125  # +100 %, paired rounds resolve it closely
+    on_mean = report_rows(report)["test_bench.py::test_ped"]
+    assert on_mean["statistic"] == TAIL and on_mean["confirmed"] is True
+    assert 75 < on_mean["change_pct"] < 125  # +100 %, paired rounds resolve it closely
 
 
 def located(estimate: float, verdict: str, regression: bool = False) -> Row:
@@ -145,26 +153,6 @@ def test_the_mean_takes_over_only_where_the_usual_statistic_does_not_show_the_sl
     assert undersold.statistic == TAIL and undersold.change == pytest.approx(0.5)
 
 
-SHORT = """
-import itertools
-
-EVERY = {every}
-calls = itertools.count()
-
-
-def work():
-    slow = EVERY and next(calls) % EVERY == 0
-    total = 0
-    for i in range(14000 if slow else 4000):  # under 1 ms either way: same-job warms them
-        total += i % 7
-    return total
-
-
-def test_short(benchmark):
-    benchmark(work)
-"""
-
-
 def test_short_calls_slow_on_every_4th_call_are_not_hidden_by_the_untimed_calls(pytester):
     # Trial 19: an untimed call before every timed call under 1 ms made the timed calls every
     # other call, and a tf.function retracing every 40th call went unseen: `unchanged` on a mean
@@ -172,8 +160,10 @@ def test_short_calls_slow_on_every_4th_call_are_not_hidden_by_the_untimed_calls(
     git(pytester.path, "init", "-q")
     git(pytester.path, "config", "user.email", "t@example.com")
     git(pytester.path, "config", "user.name", "t")
-    commit(pytester, "base", test_bench=SHORT.format(every=0))
-    commit(pytester, "slow every 4th call", test_bench=SHORT.format(every=4))
-    result = pytester.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1", "--fail-on-regression=5%")
+    short = 2000  # 0.1 ms, and 0.6 ms every 4th call: same-job mode warms both
+    commit(pytester, "base", test_bench=tailed(0, short))
+    commit(pytester, "slow every 4th call", test_bench=tailed(4, short))
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=5%", "-k", "test_fn")
+    result = pytester.runpytest_subprocess(*FAST, *args)
     assert result.ret == REGRESSION_EXIT_CODE, result.stdout.str()
-    result.stdout.fnmatch_lines([f"REGRESSION test_bench.py::test_short: time ({TAIL}) +*%*"])
+    result.stdout.fnmatch_lines([f"REGRESSION test_bench.py::test_fn: time ({TAIL}) +*%*"])

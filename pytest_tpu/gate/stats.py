@@ -488,16 +488,7 @@ def paired_change(differences: Sequence[float]) -> Change | None:
     No between-session part: both sides ran in this session, round next to round. Rounds are
     still not independent, so the uncertainty comes from batch means over blocks of pairs.
     """
-    if not differences:
-        return None
-    delta = _trimmed(differences)
-    count = min(MAX_BLOCKS, len(differences))
-    source = f"{len(differences)} paired rounds in this job, one pair of processes"
-    noise = Noise(0.0, max(1, count - 1), source, True)
-    if count < MIN_BLOCKS:
-        return _unknown(delta, noise)
-    blocks = [_trimmed(block) for block in _blocks(differences, count)]
-    return _from(delta, sample_sd(blocks) / math.sqrt(count), count - 1, noise)
+    return _paired(differences, _trimmed)
 
 
 def paired_mean_change(pairs: Sequence[tuple[float, float]]) -> Change | None:
@@ -507,15 +498,21 @@ def paired_mean_change(pairs: Sequence[tuple[float, float]]) -> Change | None:
     in full; uncertain by batch means over blocks of pairs, as ``paired_change``: a burst of load
     lasting many turns slows both sides of the pairs it covers alike.
     """
-    if not pairs:
+    return _paired(pairs, _log_ratio_of_sums)
+
+
+def _paired(items: Sequence[T], locate: Callable[[Sequence[T]], float]) -> Change | None:
+    """The log change ``locate`` finds in all of ``items`` (pairs, in time order), with the
+    spread of what it finds in contiguous blocks of them as its error."""
+    if not items:
         return None
-    delta = _log_ratio_of_sums(pairs)
-    count = min(MAX_BLOCKS, len(pairs))
-    source = f"{len(pairs)} paired rounds in this job, one pair of processes"
+    delta = locate(items)
+    count = min(MAX_BLOCKS, len(items))
+    source = f"{len(items)} paired rounds in this job, one pair of processes"
     noise = Noise(0.0, max(1, count - 1), source, True)
     if count < MIN_BLOCKS:
         return _unknown(delta, noise)
-    blocks = [_log_ratio_of_sums(block) for block in _blocks(pairs, count)]
+    blocks = [locate(block) for block in _blocks(items, count)]
     return _from(delta, sample_sd(blocks) / math.sqrt(count), count - 1, noise)
 
 
