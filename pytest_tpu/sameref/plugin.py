@@ -60,7 +60,7 @@ BENCHMARK_OPTIONS = (
     ("benchmark_warmup_iterations", "--benchmark-warmup-iterations"),
 )
 BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
-# Calls shorter than this get an untimed call before each timed one in their turn: the other
+# Calls shorter than this get an untimed call before most timed ones in their turn: the other
 # side's round has just left the caches cold. A 34 µs numpy function made 30 % slower (plain runs)
 # read +23 to +27 % without it, +28 to +29 % with it; beyond a millisecond refilling the caches is
 # a small share of a call.
