@@ -421,7 +421,7 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
     else:
         measured = measure(base, again, threshold)
     second = None if measured is None else decide(measured, threshold)
-    first_text = f"first {first.change:+.1%} [{first.low:+.1%}, {first.high:+.1%}]"
+    first_text = f"first {_interval_text(first.change, first.low, first.high)}"
     if measured is None or second is None or not agrees(measured, second, threshold):
         again_text = "no samples" if measured is None else _change_text(measured.change)
         return replace(
@@ -450,7 +450,8 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
 def tail_measured(base: Side, current: RunSummary, threshold: float) -> Measured | None:
     """The change of the mean of all rounds against the saved runs' (raw), or None where a saved
     run has no mean (saved before it was kept)."""
-    runs = sessions(base.runs) or list(base.runs)
+    saved_runs = sessions(base.runs)
+    runs = saved_runs or list(base.runs)
     history = [run.mean for run in runs if run.mean is not None]
     if current.mean is None or not history or len(history) != len(runs):
         return None
@@ -459,8 +460,8 @@ def tail_measured(base: Side, current: RunSummary, threshold: float) -> Measured
         return None
     machine = _machine(base, current)
     found = _with_drift(found, "raw", machine, _typical_drift(base, current))
-    saved = tuple(run.others for run in sessions(base.runs))
-    return Measured(found, "raw", machine, len(sessions(base.runs)), saved, current.others)
+    saved = tuple(run.others for run in saved_runs)
+    return Measured(found, "raw", machine, len(saved_runs), saved, current.others)
 
 
 def tail(row: Row, measured: Measured | None, threshold: float, values: Mapping[str, float]) -> Row:
@@ -488,7 +489,7 @@ def tail(row: Row, measured: Measured | None, threshold: float, values: Mapping[
         return row  # (trial 19: "slow calls in the tail" led a row slow in every call)
     why = (
         f"slow calls in the tail: the {TAIL} is {_change_text(found)}, the gate's usual "
-        f"statistic {_change_text_of(row)}"
+        f"statistic {_interval_text(row.change, row.low, row.high)}"
     )
     explained = _explained(measured, slower=True)
     if explained and row.regression:
@@ -523,14 +524,14 @@ def tail_values(base: Side, current: RunSummary) -> dict[str, float]:
     return {"base_value": base_value, "current_value": current.mean.value}
 
 
-def _change_text_of(row: Row) -> str:
-    if row.change is None or row.low is None or row.high is None:
+def _interval_text(change: float | None, low: float | None, high: float | None) -> str:
+    if change is None or low is None or high is None:
         return "unknown"
-    return f"{row.change:+.1%} [{row.low:+.1%}, {row.high:+.1%}]"
+    return f"{change:+.1%} [{low:+.1%}, {high:+.1%}]"
 
 
 def _change_text(found: Change) -> str:
-    return f"{found.estimate:+.1%} [{found.low:+.1%}, {found.high:+.1%}]"
+    return _interval_text(found.estimate, found.low, found.high)
 
 
 def _common_of(row: Row) -> dict[str, Any]:

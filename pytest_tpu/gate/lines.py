@@ -225,10 +225,9 @@ def _unresolved_line(row: Row, threshold: float) -> str:
         if confidence < FAIL_CONFIDENCE
         else f"not failed: {row.reason}"
     )
-    label = f" ({row.statistic})" if row.statistic else ""
     return (
-        f"UNRESOLVED {row.nodeid}: time{label} {pct(row.change)} (95% interval {pct(row.low)} .. "
-        f"{pct(row.high)}), past its {own:g}% threshold but {why}{catches} "
+        f"UNRESOLVED {row.nodeid}: time{_statistic(row)} {pct(row.change)} (95% interval "
+        f"{pct(row.low)} .. {pct(row.high)}), past its {own:g}% threshold but {why}{catches} "
         f"(noise: {row.noise_source or 'unknown'})"
     )
 
@@ -248,12 +247,16 @@ def _regression_line(row: Row, name: str | None) -> str:
         if row.metric == "time" and row.threshold is not None
         else ""
     )
-    label = f" ({row.statistic})" if row.statistic else ""
     return (
-        f"REGRESSION {row.nodeid}: {row.metric}{label} {pct(row.change)} vs {name!r} "
+        f"REGRESSION {row.nodeid}: {row.metric}{_statistic(row)} {pct(row.change)} vs {name!r} "
         f"(95% interval {pct(row.low)} .. {pct(row.high)}{reaches}; {sure(row.confidence)} sure "
         f"it is slower{_by_whom(row)}; {row.reason or 'measured once'})"
     )
+
+
+def _statistic(row: Row) -> str:
+    """`` (mean of all rounds)`` after the metric of a row on that statistic, else nothing."""
+    return f" ({row.statistic})" if row.statistic else ""
 
 
 def _by_whom(row: Row) -> str:
