@@ -101,6 +101,19 @@ def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
     assert decide(faster, 0.03).verdict == "inconclusive"
 
 
+def test_a_row_short_of_the_gates_confidence_names_the_neighbour_too():
+    # Trial 19: unchanged code beside a spinning neighbour read +42 %, 98.6 % sure, and its
+    # `inconclusive` said nothing of the neighbour.
+    quiet = (0.01, 0.03, 0.02, 0.01, 0.02)
+    near = Change(0.42, -0.02, 0.95, 0.986, 0.9, 0.2, 4, "5 saved runs", True)
+    busy = decide(Measured(near, "raw", None, 5, quiet, 1.0), 0.05)
+    assert busy.verdict == "inconclusive"
+    assert "cannot resolve a 5.0% change" in busy.reason
+    assert "also, other processes took 1.00 of" in busy.reason
+    calm = decide(Measured(near, "raw", None, 5, quiet, 0.02), 0.05)
+    assert calm.verdict == "inconclusive" and "other processes" not in calm.reason
+
+
 @needs_proc
 def test_each_saved_run_keeps_the_cores_other_processes_took(pytester):
     pytester.makepyfile(

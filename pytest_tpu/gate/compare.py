@@ -280,7 +280,19 @@ def _decided(measured: Measured, threshold: float) -> Decision:
         return Decision("faster", False)
     if found.high < threshold and found.low > -threshold:
         return Decision("unchanged", False)
-    return Decision("inconclusive", False, _unresolved(found, threshold, measured.saved_runs))
+    why = _unresolved(found, threshold, measured.saved_runs)
+    return Decision("inconclusive", False, _also_explained(measured, why))
+
+
+def _also_explained(measured: Measured, why: str) -> str:
+    """``why`` a row is unresolved, and what about the machine could explain its change as well:
+    a row short of the gate's confidence is not checked against drift or neighbours, yet its
+    reader should see them (trial 19: an unchanged row beside a spinning neighbour read +42 %,
+    98.6 % sure, `inconclusive` with no word of the neighbour)."""
+    if measured.change.estimate == 0:
+        return why
+    machine = _explained(measured, slower=measured.change.estimate > 0)
+    return f"{why}; also, {machine}" if machine else why
 
 
 def _explained(measured: Measured, slower: bool) -> str:
