@@ -32,8 +32,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gate"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # arms_truth, when imported
 
 import workloads
+from arms_truth import _median_interval
 
 UNITS = (20, 21, 22)  # the base, +5 % and +10 % (workloads.STEPS units and one or two more)
 
@@ -97,16 +99,6 @@ def in_processes(kind: str, processes: int, rounds: int) -> dict[str, str]:
     return {f"+{units * 5 - 100}%": _median_interval(r) for units, r in ratios.items()}
 
 
-def _median_interval(ratios: list[float]) -> str:
-    """The median change in % with its 95 % interval from order statistics (a sign test)."""
-    data = sorted(ratios)
-    n = len(data)
-    half = 0.98 * n**0.5  # 1.96 / 2 standard deviations of a binomial(n, 1/2) count
-    low, high = data[max(0, int(n / 2 - half))], data[min(n - 1, int(n / 2 + half))]
-    middle, low, high = (100 * (x - 1) for x in (statistics.median(data), low, high))
-    return f"{middle:+.1f}% [{low:+.1f}, {high:+.1f}] (n={n})"
-
-
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
@@ -116,9 +108,12 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=60)
     parser.add_argument("--processes", type=int, default=8, help="processes per arm")
     parser.add_argument("--rounds", type=int, default=40, help="rounds per process")
+    parser.add_argument(
+        "--ways", default="together,idle,other,processes", help="comma list of the ways to run"
+    )
     options = parser.parse_args()
     for kind in options.kinds:
-        for way in ("together", "idle", "other", "processes"):
+        for way in options.ways.split(","):
             started = time.monotonic()
             if way == "processes":
                 found = in_processes(kind, options.processes, options.rounds)
