@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.sameref.confirm import _judged, once_more
+from pytest_tpu.sameref.confirm import _across, _judged, once_more
 from pytest_tpu.sameref.resolve import _resolved, factor_for
 
 FIRST = Row(
@@ -230,3 +230,33 @@ def test_an_improvement_stands_only_where_a_new_pair_agrees(measured, verdict):
     # The row shows the pair that confirmed or withdrew it.
     assert row.change == pytest.approx(measured["change_pct"] / 100)
     assert _improvement(IMPROVED, None, 0.03).verdict == "inconclusive"
+
+
+# One pair sure of +3.8 % [+3.6, +4.0] at a 5 % threshold: ``inconclusive`` (``rows.one_pair``).
+UNDER = replace(FIRST, verdict="inconclusive", change=0.038, low=0.036, high=0.040, regression=False)
+
+
+@pytest.mark.parametrize(
+    ("later", "regression"),
+    [
+        # New pairs read the change larger: an offset had made the first pair's look smaller
+        # (r43: a numpy function 4.7 % slower by plain runs read +2.7 % to +4.4 % in one pair).
+        ([again(5.5, 5.3, 5.7), again(4.9, 4.7, 5.1)], True),
+        # New pairs read nothing: the first pair's processes made it (an A/A offset).
+        ([again(0.2, 0.0, 0.4), again(-0.5, -0.7, -0.3)], False),
+    ],
+)
+def test_a_slowdown_one_pair_measured_under_the_threshold_is_decided_by_the_pairs(
+    later, regression
+):
+    row = _across(UNDER, later, 0.05)
+    assert row.regression is regression
+    assert row.noise_source.startswith("3 pairs of processes in this job")
+    if regression:
+        assert row.verdict == "slower" and row.confirmed is True
+        assert row.reason.startswith("a regression by new pairs of processes, the spread")
+        assert row.low is not None and row.low > 0 and row.high is not None and row.high >= 0.05
+    else:
+        assert row.verdict == "inconclusive" and row.low is not None and row.low < 0
+        assert row.reason.startswith("measured by new pairs of processes, the spread")
+    assert "first +3.8% [+3.6%, +4.0%], again +" in row.reason

@@ -60,7 +60,7 @@ from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import TAIL, Change
 from pytest_tpu.sameref import pairs, worktree
 from pytest_tpu.sameref.reportrow import number, numbers
-from pytest_tpu.sameref.rows import TAIL_ENV, factor_within
+from pytest_tpu.sameref.rows import TAIL_ENV, doubtful, factor_within
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
 ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a session with more rounds, as JSON
@@ -132,27 +132,40 @@ def remeasure(
     from its marker), by node id; ``most`` the largest factor of rounds for a pair measuring once
     more where the new pair could not tell. The nested sessions read the same markers.
     """
+    thresholds = {row.nodeid: (own or {}).get(row.nodeid, pct / 100) for row in rows}
     failing = [row.nodeid for row in rows if row.regression]
     # An improvement from one pair can be the two processes' offset as much as a regression can.
     improving = [row.nodeid for row in rows if row.status == "compared" and row.verdict == "faster"]
-    if not failing and not improving:
+    # A slowdown under the threshold that one pair is sure of can be a regression of the
+    # threshold that an offset between its processes made look smaller (``rows.doubtful``).
+    under = [row.nodeid for row in rows if doubtful(row, thresholds[row.nodeid])]
+    if not failing and not improving and not under:
         return list(rows), ""
     env = _confirming(rows)
-    again, problem = nested(failing + improving, commit, pct, rootdir, measuring, env)
+    again, problem = nested(failing + improving + under, commit, pct, rootdir, measuring, env)
     if problem:  # a broken re-measurement must not turn a measured regression into a pass
         return list(rows), f"the re-measurement {problem}: the first one stands"
     counts = [f"{len(failing)} regression(s)"] if failing else []
     counts += [f"{len(improving)} improvement(s)"] if improving else []
+    counts += [f"{len(under)} slowdown(s) under the threshold"] if under else []
     line = f"re-measured {' and '.join(counts)} in a new pair of processes"
-    thresholds = {row.nodeid: (own or {}).get(row.nodeid, pct / 100) for row in rows}
     inherited = factors()  # a session with more rounds already: its new pairs start there
     wanted = more_rounds_for(failing, again, thresholds, most, inherited)
     # A regression the new pair agrees with is measured by a third pair, and the spread between
     # the pairs decides: two pairs can agree on an offset of their processes (trial 17: an
     # unchanged 1 ms Python tokenizer read +4.5 % [+3.5, +5.5] and +5.1 % [+4.5, +5.7], and
-    # failed a 5 % gate "99.9 % sure"; its pairs read -4.0 % to +5.1 % across sessions).
+    # failed a 5 % gate "99.9 % sure"; its pairs read -4.0 % to +5.1 % across sessions). So is
+    # one that the new pair lies further from than both pairs' rounds allow (two pairs, two
+    # offsets: neither tells which is nearer the code's change), and a slowdown under the
+    # threshold that the new pair measured at all.
     by_id = {row.nodeid: row for row in rows}
-    agreed = [n for n in failing if n not in wanted and _confirms(again.get(n), thresholds[n])]
+    agreed = [
+        n
+        for n in failing
+        if n not in wanted
+        and (_confirms(again.get(n), thresholds[n]) or pairs.disagree(by_id[n], again.get(n)))
+    ]
+    agreed += [n for n in under if _interval(again.get(n) or {}) is not None]
     last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
@@ -164,7 +177,7 @@ def remeasure(
                 f"{max(wanted.values())}x the rounds"
             )
         if agreed:
-            line += f"; {len(agreed)} that the new pair agreed with measured by a third pair"
+            line += f"; {len(agreed)} measured by a third pair"
         if problem:  # as above: the first measurement stands for those
             line += f" (that re-measurement {problem}: the first one stands)"
     standing = set(wanted) if problem else set()
@@ -186,7 +199,7 @@ def remeasure(
         else:
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
             judged.append(_judged(row, again.get(nodeid), threshold, extra))
-    return judged, line + _outcome(judged, failing + improving)
+    return judged, line + _outcome(judged, failing + improving, under)
 
 
 def _confirming(rows: Iterable[Row]) -> dict[str, str]:
@@ -196,11 +209,16 @@ def _confirming(rows: Iterable[Row]) -> dict[str, str]:
     return {CONFIRM_ENV: "1", **({TAIL_ENV: json.dumps(tailed)} if tailed else {})}
 
 
-def _outcome(judged: Sequence[Row], measured: Sequence[str]) -> str:
-    """How the re-measured rows came out, for the summary line."""
+def _outcome(judged: Sequence[Row], measured: Sequence[str], under: Sequence[str]) -> str:
+    """How the re-measured rows came out, for the summary line: regressions and improvements
+    confirmed or withdrawn, slowdowns under the threshold shown to reach it."""
     rows = [row for row in judged if row.nodeid in measured]
     stood = sum(row.confirmed is True for row in rows)
-    return f" ({stood} confirmed, {len(rows) - stood} withdrawn)"
+    found = [f"{stood} confirmed, {len(rows) - stood} withdrawn"] if rows else []
+    if under:
+        reached = sum(row.regression for row in judged if row.nodeid in under)
+        found.append(f"{reached} of {len(under)} slowdown(s) under the threshold reach it")
+    return f" ({'; '.join(found)})"
 
 
 def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> int:
@@ -419,10 +437,15 @@ def _across(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: floa
         f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {shown[0]}, "
         f"a third pair {shown[1]}" + "".join(f", then {one}" for one in shown[2:])
     )
+    # A row one pair measured under the threshold (``rows.doubtful``) was no regression yet.
+    how = "confirmed by" if row.regression else "a regression by"
     if found.low > 0 and found.high >= threshold:  # the rule of _judged, on the pairs' spread
-        why = f"confirmed by new pairs of processes, the spread between pairs counted ({text})"
-        return replace(_measured_across(row, found), confirmed=True, reason=why)
+        why = f"{how} new pairs of processes, the spread between pairs counted ({text})"
+        measured = _measured_across(row, found)
+        return replace(measured, verdict="slower", regression=True, confirmed=True, reason=why)
     why = f"not confirmed by new pairs of processes, the spread between pairs counted: {text}"
+    if not row.regression:
+        why = f"measured by new pairs of processes, the spread between pairs counted: {text}"
     return _on_spread(row, found, why, threshold)
 
 
