@@ -233,7 +233,9 @@ def test_an_improvement_stands_only_where_a_new_pair_agrees(measured, verdict):
 
 
 # One pair sure of +3.8 % [+3.6, +4.0] at a 5 % threshold: ``inconclusive`` (``rows.one_pair``).
-UNDER = replace(FIRST, verdict="inconclusive", change=0.038, low=0.036, high=0.040, regression=False)
+UNDER = replace(
+    FIRST, verdict="inconclusive", change=0.038, low=0.036, high=0.040, regression=False
+)
 
 
 @pytest.mark.parametrize(
