@@ -1,0 +1,189 @@
+"""Replay the same-job confirmation rules on logged pairs of processes, old rules against new.
+
+A same-job session that cannot settle a row in its first pair of processes measures it again in
+new pairs (``pytest_tpu.sameref.confirm``). Which rows go to new pairs, and how their readings are
+combined, decides how often a change at the threshold is caught and how often unchanged code is
+not. Runs of ``run.py`` read both on one day's machine, and days differ (r43 read the +5 % arms'
+first pairs at a median +4.8 to +5.2 %, r44 at +5.5 to +6.2 %), so a new rule and an old one are
+best compared on the same pairs.
+
+``run.py --pairs FILE`` logs every pair's rounds (``pairlog.py``). Every pair of processes that
+measured one workload, style and arm with the first pair's rounds (a session's first pair or a
+new pair confirming it) is an independent draw of what a pair of processes reads there. This
+takes each session's first pair as the first row (``rows.compare_one`` on its rounds, the shipped
+code) and draws the new pairs it asks for at random from the other pairs of the same cell, many
+times, under two rules:
+
+- ``old``: only a regression (and an improvement) goes to a new pair; a third pair only where the
+  new pair agrees (``853d2ff``);
+- ``new``: also a slowdown one pair was sure of between half the threshold and the threshold
+  (``rows.doubtful``), and a regression the new pair lies far from (``pairs.disagree``).
+
+A new pair that could not tell is followed by one more drawn pair (the shipped code gives that one
+more rounds; drawn pairs have the first pair's). Rows left open with wide intervals are measured
+again with more rounds in a real session (``resolve``); that is not replayed, so the CNN's rows
+read lower here than in the experiment.
+
+    python experiments/compare_ref/pairs_replay.py r43q_pairs.jsonl --draws 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+sys.path.insert(0, str(HERE))
+
+from blocks import NAME_RE, arm_of, load  # noqa: E402
+
+from pytest_tpu.gate.compare import Row  # noqa: E402
+from pytest_tpu.results import BenchResult  # noqa: E402
+from pytest_tpu.sameref import confirm, pairs, rows  # noqa: E402
+from pytest_tpu.sameref.turns import Rounds  # noqa: E402
+
+Cell = tuple[str, str, float]  # workload, style, arm
+
+
+def row_of(record: Mapping[str, Any], threshold: float) -> Row:
+    """The row the shipped code makes of one logged pair's rounds."""
+    head, base = record["head"], record["base"]
+    rounds = Rounds(head=[turn for turn, _ in head], base=[turn for turn, _ in base])
+    result = BenchResult(str(record["nodeid"]), "x", None, {}, {}, tuple(v for _, v in head))
+    return rows.compare_one(result, [v for _, v in base], rounds, threshold)
+
+
+def reported(row: Row) -> dict[str, Any]:
+    """``row`` as a nested session's report row (percent), as the confirmation reads it."""
+
+    def pct(value: float | None) -> float | None:
+        return None if value is None else value * 100
+
+    return {
+        "name": row.nodeid,
+        "metric": "time",
+        "verdict": row.verdict,
+        "regression": row.regression,
+        "change_pct": pct(row.change),
+        "ci_low": pct(row.low),
+        "ci_high": pct(row.high),
+        "confidence_pct": pct(row.confidence),
+        "detectable_pct": pct(row.detectable),
+        "noise_source": row.noise_source,
+    }
+
+
+def _pairs_of(first: Row, draws: Iterator[Row], threshold: float) -> list[dict[str, Any]]:
+    """A second and a third pair, and two more where three leave it open."""
+    later = [reported(next(draws)), reported(next(draws))]
+    if pairs.still_open(pairs.across(first, later), threshold):
+        later += [reported(next(draws)), reported(next(draws))]
+    return later
+
+
+def judged(first: Row, draws: Iterator[Row], threshold: float, new: bool) -> Row:
+    """``first`` as the confirmation leaves it, its new pairs taken from ``draws``."""
+    if first.regression:
+        again = reported(next(draws))
+        if confirm.once_more(again, threshold, 4):
+            return confirm._judged(first, again, threshold, (4, reported(next(draws))))
+        agrees = confirm._confirms(again, threshold)
+        if agrees or (new and pairs.disagree(first, again)):
+            later = [again, reported(next(draws))]
+            if pairs.still_open(pairs.across(first, later), threshold):
+                later += [reported(next(draws)), reported(next(draws))]
+            return confirm._across(first, later, threshold)
+        return confirm._judged(first, again, threshold)
+    if first.status == "compared" and first.verdict == "faster":
+        return confirm._improvement(first, reported(next(draws)), threshold)
+    if new and rows.doubtful(first, threshold):
+        return confirm._across(first, _pairs_of(first, draws, threshold), threshold)
+    return first
+
+
+def cells(records: Sequence[Mapping[str, Any]]) -> dict[Cell, list[dict[str, Any]]]:
+    """The pairs measured with a first pair's rounds, by cell; each marked first or not."""
+    found: dict[Cell, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        name = NAME_RE.search(str(record.get("nodeid")))
+        if not name or record.get("stage") not in ("first", "confirm") or record.get("factor") != 1:
+            continue
+        arm = arm_of(dict(record), name.group(3))
+        if arm is None or not str(record.get("session", "")).split("-")[-1].isdigit():
+            continue  # the A/A warm-up session has its own rows; the arms' sessions suffice
+        found[(name.group(2), name.group(1), arm)].append(dict(record))
+    return found
+
+
+def replay(
+    found: Mapping[Cell, list[dict[str, Any]]], threshold: float, draws: int, seed: int
+) -> dict[Cell, dict[str, Counter[str]]]:
+    """Per cell and rule, how the first rows came out over ``draws`` random orders of new pairs."""
+    outcomes: dict[Cell, dict[str, Counter[str]]] = {}
+    for cell, records in sorted(found.items()):
+        made = [(record, row_of(record, threshold)) for record in records]
+        pool = [row for _, row in made if row.change is not None]
+        firsts = [row for record, row in made if record["stage"] == "first"]
+        counts: dict[str, Counter[str]] = {"old": Counter(), "new": Counter()}
+        generator = random.Random(seed)
+        for first in firsts:
+            others = [row for row in pool if row is not first]
+            for _ in range(draws):
+                order = generator.sample(others, len(others))
+                for rule in ("old", "new"):
+                    row = judged(first, iter(order * 3), threshold, rule == "new")
+                    counts[rule][_outcome(row, cell[2])] += 1
+                    counts[rule]["rows"] += 1
+        counts["old"]["first pairs"] = len(firsts)
+        outcomes[cell] = counts
+    return outcomes
+
+
+def _outcome(row: Row, arm: float) -> str:
+    if row.regression:
+        return "failed"
+    wrong = (arm == 0 and row.verdict in ("slower", "faster")) or (
+        arm > 0 and row.verdict in ("unchanged", "faster")
+    )
+    return "wrong" if wrong else str(row.verdict)
+
+
+def table(outcomes: Mapping[Cell, Mapping[str, Counter[str]]]) -> str:
+    """Per cell: the share of first rows that failed, got a wrong verdict, or stayed
+    inconclusive, under each rule."""
+    keys = ("failed", "wrong", "inconclusive")
+    head = " | ".join(f"{key}, {rule}" for key in keys for rule in ("old", "new"))
+    lines = [
+        f"| workload | style | work | first pairs | {head} |",
+        "|---" * (4 + 2 * len(keys)) + "|",
+    ]
+    for (workload, style, arm), counts in outcomes.items():
+        shares = [
+            f"{100 * counts[rule][key] / max(1, counts[rule]['rows']):.1f}%"
+            for key in keys
+            for rule in ("old", "new")
+        ]
+        firsts = counts["old"]["first pairs"]
+        lines.append(f"| {workload} | {style} | +{arm:.0%} | {firsts} | {' | '.join(shares)} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pairs", nargs="+", type=Path, help="run.py --pairs files")
+    parser.add_argument("--threshold", type=float, default=5.0, help="percent (default 5)")
+    parser.add_argument("--draws", type=int, default=200, help="random orders per first pair")
+    parser.add_argument("--seed", type=int, default=20261125)
+    args = parser.parse_args()
+    found = cells(load(args.pairs))
+    print(table(replay(found, args.threshold / 100, args.draws, args.seed)))
+
+
+if __name__ == "__main__":
+    main()
