@@ -242,27 +242,30 @@ from pathlib import Path
 
 SLOW = {slow}
 COUNTER = Path(r"{counter}")
-# Each head process takes the next of three offsets, as if its buffers had landed elsewhere: the
-# first pair and the new one disagree far beyond their rounds' noise.
-OFFSETS = [1.10, 0.92, 1.04]
+# Each head process takes the next offset, as if its buffers had landed elsewhere.
+OFFSETS = {offsets}
 OFFSET = 1.0
-if SLOW != 1.0:
+if {head}:
     count = len(COUNTER.read_text()) if COUNTER.exists() else 0
     COUNTER.write_text("x" * (count + 1))
     OFFSET = OFFSETS[count % len(OFFSETS)]
 
 def work():
-    time.sleep(0.003 * SLOW * OFFSET)
+    time.sleep({seconds} * SLOW * OFFSET)
 
 def test_ped(benchmark):
     benchmark.pedantic(work, rounds=30, warmup_rounds=1)
 """
+# The first pair and the new one disagree far beyond their rounds' noise.
+DISAGREEING = {"offsets": "[1.10, 0.92, 1.04]", "seconds": 0.003}
 
 
 def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spread(repo):
     counter = repo.path.parent / f"{repo.path.name}-heads"
-    commit(repo, "base", test_bench=OFFSET.format(slow=1.0, counter=counter))
-    commit(repo, "a fifth slower", test_bench=OFFSET.format(slow=1.2, counter=counter))
+    base = OFFSET.format(slow=1.0, counter=counter, head=False, **DISAGREEING)
+    commit(repo, "base", test_bench=base)
+    head = OFFSET.format(slow=1.2, counter=counter, head=True, **DISAGREEING)
+    commit(repo, "a fifth slower", test_bench=head)
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     # +32 %, then +10.4 % with intervals of tenths of a percent: one pair's interval said nothing
@@ -289,27 +292,9 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
     assert len(worktrees(repo)) == 1
 
 
-UNDER = """
-import time
-from pathlib import Path
-
-SLOW = {slow}
-COUNTER = Path(r"{counter}")
-# Each head process takes the next offset, as if its buffers had landed elsewhere: the first pair
-# reads about +7.5 %, between half the 10 % threshold and the threshold; later pairs read SLOW.
-OFFSETS = [1.075 / SLOW, 1.0, 1.0, 1.0, 1.0]
-OFFSET = 1.0
-if {head}:
-    count = len(COUNTER.read_text()) if COUNTER.exists() else 0
-    COUNTER.write_text("x" * (count + 1))
-    OFFSET = OFFSETS[count % len(OFFSETS)]
-
-def work():
-    time.sleep(0.006 * SLOW * OFFSET)
-
-def test_ped(benchmark):
-    benchmark.pedantic(work, rounds=30, warmup_rounds=1)
-"""
+# The first pair reads about +7.5 %, between half the 10 % threshold and the threshold; later
+# pairs read SLOW.
+UNDER = {"offsets": "[1.075 / SLOW, 1.0, 1.0, 1.0, 1.0]", "seconds": 0.006}
 
 
 @pytest.mark.parametrize(("slow", "code"), [(1.15, REGRESSION_EXIT_CODE), (1.0, 0)])
@@ -317,8 +302,8 @@ def test_a_slowdown_one_pair_measured_under_the_threshold_is_decided_by_more_pai
     repo, slow, code
 ):
     counter = repo.path.parent / f"{repo.path.name}-heads"
-    commit(repo, "base", test_bench=UNDER.format(slow=1.0, counter=counter, head=False))
-    commit(repo, "head", test_bench=UNDER.format(slow=slow, counter=counter, head=True))
+    commit(repo, "base", test_bench=OFFSET.format(slow=1.0, counter=counter, head=False, **UNDER))
+    commit(repo, "head", test_bench=OFFSET.format(slow=slow, counter=counter, head=True, **UNDER))
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     # The first pair: +7.5 %, sure of it, yet an offset between its processes may have made a
