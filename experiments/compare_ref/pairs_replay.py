@@ -39,6 +39,7 @@ import random
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,11 @@ sys.path.insert(0, str(HERE))
 from blocks import NAME_RE, arm_of, load  # noqa: E402
 
 from pytest_tpu.gate.compare import Row  # noqa: E402
+from pytest_tpu.gate.stats import FAIL_CONFIDENCE  # noqa: E402
 from pytest_tpu.results import BenchResult  # noqa: E402
 from pytest_tpu.sameref import confirm, pairs, rows  # noqa: E402
 from pytest_tpu.sameref.turns import Rounds  # noqa: E402
+from pytest_tpu.summary import from_gate_row  # noqa: E402
 
 Cell = tuple[str, str, float]  # workload, style, arm
 RULES = ("old", "new", "quarter")
@@ -80,28 +83,16 @@ def row_of(record: Mapping[str, Any], threshold: float) -> Row:
 
 
 def reported(row: Row) -> dict[str, Any]:
-    """``row`` as a nested session's report row (percent), as the confirmation reads it."""
-
-    def pct(value: float | None) -> float | None:
-        return None if value is None else value * 100
-
-    return {
-        "name": row.nodeid,
-        "metric": "time",
-        "verdict": row.verdict,
-        "regression": row.regression,
-        "change_pct": pct(row.change),
-        "ci_low": pct(row.low),
-        "ci_high": pct(row.high),
-        "confidence_pct": pct(row.confidence),
-        "detectable_pct": pct(row.detectable),
-        "noise_source": row.noise_source,
-    }
+    """``row`` as a nested session's report writes it, as the confirmation reads it."""
+    return asdict(from_gate_row(row))
 
 
-def _pairs_of(first: Row, draws: Iterator[Row], threshold: float) -> list[dict[str, Any]]:
-    """A second and a third pair, and two more where three leave it open."""
-    later = [reported(next(draws)), reported(next(draws))]
+def _pairs_of(
+    first: Row, draws: Iterator[Row], threshold: float, again: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """A second pair (``again`` where drawn already) and a third, and two more where three
+    leave it open."""
+    later = [again or reported(next(draws)), reported(next(draws))]
     if pairs.still_open(pairs.across(first, later), threshold):
         later += [reported(next(draws)), reported(next(draws))]
     return later
@@ -113,7 +104,7 @@ def quarter(first: Row, threshold: float) -> bool:
     change, sure = first.change, first.confidence
     if first.regression or first.status != "compared" or change is None or sure is None:
         return False
-    return sure >= 0.99 and threshold / 4 <= change < threshold
+    return sure >= FAIL_CONFIDENCE and threshold / 4 <= change < threshold
 
 
 def judged(first: Row, draws: Iterator[Row], threshold: float, rule: str) -> Row:
@@ -123,12 +114,9 @@ def judged(first: Row, draws: Iterator[Row], threshold: float, rule: str) -> Row
         again = reported(next(draws))
         if confirm.once_more(again, threshold, 4):
             return confirm._judged(first, again, threshold, (4, reported(next(draws))))
-        agrees = confirm._confirms(again, threshold)
-        if agrees or (new and pairs.disagree(first, again)):
-            later = [again, reported(next(draws))]
-            if pairs.still_open(pairs.across(first, later), threshold):
-                later += [reported(next(draws)), reported(next(draws))]
-            return confirm._across(first, later, threshold)
+        more = confirm.to_more_pairs if new else lambda _, row, t: confirm._confirms(row, t)
+        if more(first, again, threshold):
+            return confirm._across(first, _pairs_of(first, draws, threshold, again), threshold)
         return confirm._judged(first, again, threshold)
     if first.status == "compared" and first.verdict == "faster":
         return confirm._improvement(first, reported(next(draws)), threshold)

@@ -165,8 +165,7 @@ def remeasure(
     agreed = [
         n
         for n in failing
-        if n not in wanted
-        and (_confirms(again.get(n), thresholds[n]) or pairs.disagree(by_id[n], again.get(n)))
+        if n not in wanted and to_more_pairs(by_id[n], again.get(n), thresholds[n])
     ]
     agreed += [n for n in under if _interval(again.get(n) or {}) is not None]
     last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in agreed}, **wanted}
@@ -203,6 +202,12 @@ def remeasure(
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
             judged.append(_judged(row, again.get(nodeid), threshold, extra))
     return judged, line + _outcome(judged, failing + improving, under)
+
+
+def to_more_pairs(first: Row, again: Mapping[str, Any] | None, threshold: float) -> bool:
+    """Whether a regression goes to a third pair (``remeasure``): the new pair's row ``again``
+    agrees with it, or lies further from it than both pairs' rounds allow."""
+    return _confirms(again, threshold) or pairs.disagree(first, again)
 
 
 def _confirming(rows: Iterable[Row]) -> dict[str, str]:
@@ -441,14 +446,14 @@ def _across(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: floa
         f"a third pair {shown[1]}" + "".join(f", then {one}" for one in shown[2:])
     )
     # A row one pair measured under the threshold (``rows.doubtful``) was no regression yet.
-    how = "confirmed by" if row.regression else "a regression by"
+    was = row.regression
     if found.low > 0 and found.high >= threshold:  # the rule of _judged, on the pairs' spread
+        how = "confirmed by" if was else "a regression by"
         why = f"{how} new pairs of processes, the spread between pairs counted ({text})"
         measured = _measured_across(row, found)
         return replace(measured, verdict="slower", regression=True, confirmed=True, reason=why)
-    why = f"not confirmed by new pairs of processes, the spread between pairs counted: {text}"
-    if not row.regression:
-        why = f"measured by new pairs of processes, the spread between pairs counted: {text}"
+    how = "not confirmed by" if was else "measured by"
+    why = f"{how} new pairs of processes, the spread between pairs counted: {text}"
     return _on_spread(row, found, why, threshold)
 
 

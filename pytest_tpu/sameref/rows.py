@@ -161,7 +161,7 @@ def one_pair(row: Row, threshold: float) -> Row:
     """
     if row.change is None or row.regression or row.verdict not in ("slower", "faster", "unchanged"):
         return row
-    if not threshold / 2 <= abs(row.change) < threshold:
+    if not under_threshold(abs(row.change), threshold):
         return row
     if row.change < 0:
         why = (
@@ -191,7 +191,13 @@ def doubtful(row: Row, threshold: float) -> bool:
         return False
     if row.change is None or row.confidence is None or SPREAD_OF_PAIRS in row.noise_source:
         return False
-    return row.confidence >= FAIL_CONFIDENCE and threshold / 2 <= row.change < threshold
+    return row.confidence >= FAIL_CONFIDENCE and under_threshold(row.change, threshold)
+
+
+def under_threshold(change: float, threshold: float) -> bool:
+    """Whether ``change`` lies between half the threshold and the threshold: the least a
+    ``slower`` verdict asks (``decide``), short of a regression."""
+    return threshold / 2 <= change < threshold
 
 
 def rounds_factor(detectable: float, threshold: float) -> float:
