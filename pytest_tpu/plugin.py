@@ -33,6 +33,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """A ``--compare-ref`` session starts again on a fixed hash seed (``sameref.seed``) before any
+    conftest is imported; other sessions, ``--help`` and collection only go on as they are."""
+    known = early_config.known_args_namespace
+    if not (getattr(known, "compare_ref", None) or early_config.getini("compare_ref")):
+        return
+    if known.help or known.version or known.collectonly:
+        return
+    from pytest_tpu.sameref.seed import start_again_seeded
+
+    start_again_seeded(early_config)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", THRESHOLD_MARKER)

@@ -685,7 +685,9 @@ def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.1)
     time.sleep(1.0)
-    assert len(worktrees(repo)) == 3  # this session's worktree of the base, and the new pair's
+    # This session's worktree of the base, which the new pair leads from: its roles are swapped,
+    # and its base side borrows this tree as it is.
+    assert len(worktrees(repo)) == 2
     proc.send_signal(sig)
     out = proc.communicate(timeout=90)[0].decode()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
@@ -1083,4 +1085,123 @@ def test_a_missing_device_named_explicitly_ends_a_same_job_session_cleanly(repo)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --accelerator asked for devices that are not present*"])
     assert "compared with" not in result.stdout.str()
+    assert len(worktrees(repo)) == 1
+
+
+SEEDS = """
+import os
+
+def test_ped(benchmark):
+    with open(os.environ["SEEN"], "a") as out:
+        out.write(f"{os.getpid()} {hash('pytest-tpu')} {os.environ.get('PYTHONHASHSEED')}\\n")
+    benchmark.pedantic(sum, args=(range(100),), rounds=5)
+"""
+
+
+def _seen(repo, monkeypatch, seed, *args):
+    """Each side's pid, hash of one string and PYTHONHASHSEED, and the session's result."""
+    commit(repo, "seen", test_bench=SEEDS)
+    seen = repo.path.parent / f"{repo.path.name}.seen"  # outside the repository: a clean tree
+    monkeypatch.setenv("SEEN", str(seen))
+    if seed is None:
+        monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+    result = repo.runpytest_subprocess(*FAST, *args)
+    lines = seen.read_text().splitlines() if seen.exists() else []
+    return [line.split() for line in lines], result
+
+
+def test_both_sides_run_on_one_hash_seed_drawn_for_the_session(repo, monkeypatch):
+    # Two processes of the same code hash their strings differently unless PYTHONHASHSEED fixes
+    # it, and dict- and set-heavy code runs at another speed in each (sameref/seed.py).
+    seen, result = _seen(repo, monkeypatch, None, "--compare-ref=HEAD")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["compare-ref: *, hash seed * on both sides (same job)"])
+    assert len({pid for pid, _, _ in seen}) == 2  # head and base
+    assert len({hashed for _, hashed, _ in seen}) == 1
+    shown = result.stdout.str().partition(", hash seed ")[2].split()[0]
+    assert {seed for _, _, seed in seen} == {shown}
+    assert len(worktrees(repo)) == 1
+
+
+@pytest.mark.parametrize(
+    ("seed", "header"),
+    [
+        ("1234", "compare-ref: *, hash seed 1234 on both sides (same job)"),
+        ("random", "compare-ref: *, hash seeds differ between the two processes "
+         "(PYTHONHASHSEED=random): set PYTHONHASHSEED to align them (same job)"),
+    ],
+)  # fmt: skip
+def test_a_hash_seed_the_user_chose_is_kept(repo, monkeypatch, seed, header):
+    seen, result = _seen(repo, monkeypatch, seed, "--compare-ref=HEAD")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([header])
+    assert {value for _, _, value in seen} == {seed}
+    assert len({hashed for _, hashed, _ in seen}) == (1 if seed.isdigit() else 2)
+
+
+def test_a_session_without_compare_ref_keeps_its_random_hash_seed(repo, monkeypatch):
+    seen, result = _seen(repo, monkeypatch, None)
+    assert result.ret == pytest.ExitCode.OK
+    assert [value for _, _, value in seen] == ["None"]
+
+
+SEEDS_AGAIN = """
+import os, time
+
+def work():
+    # Slower only in the first pair of processes, so that new pairs measure it.
+    time.sleep({head} if not os.environ.get("PYTEST_TPU_REF_CONFIRMING") else 0.001)
+
+def test_ped(benchmark):
+    again = bool(os.environ.get("PYTEST_TPU_REF_CONFIRMING"))
+    with open(os.environ["SEEN"], "a") as out:
+        out.write(f"{{again}} {{hash('pytest-tpu')}} {{os.environ.get('PYTHONHASHSEED')}}\\n")
+    benchmark.pedantic(work, rounds=20, warmup_rounds=1)
+"""
+
+
+def test_each_new_pair_of_processes_runs_on_a_hash_seed_of_its_own(repo, monkeypatch):
+    commit(repo, "base", test_bench=SEEDS_AGAIN.format(head=0.001))
+    repo.makepyfile(test_bench=SEEDS_AGAIN.format(head=0.004))  # uncommitted: the head as it is
+    seen = repo.path.parent / f"{repo.path.name}.seen"
+    monkeypatch.setenv("SEEN", str(seen))
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--fail-on-regression=25")
+    result.stdout.fnmatch_lines(["re-measured 1 regression(s) in a new pair of processes*"])
+    sides: dict[str, list[str]] = {}
+    for again, hashed, seed in (line.split() for line in seen.read_text().splitlines()):
+        sides.setdefault(seed, []).append(f"{again} {hashed}")
+    # Two processes a seed, hashing alike: the first pair's, then one seed per new pair.
+    assert all(len(set(both)) == 1 and len(both) == 2 for both in sides.values())
+    assert sorted(both[0].split()[0] for both in sides.values()).count("False") == 1
+    assert len(sides) >= 3  # the first pair and at least two new ones
+
+
+LEADER_SLOWER = """
+import time
+
+def test_ped(benchmark, request):
+    # Slower in whichever process leads the turns: an offset that comes with the role.
+    leads = request.config.pluginmanager.has_plugin("pytest-tpu-ref-head")
+    benchmark.pedantic(time.sleep, args=(0.002 if leads else 0.001,), rounds=20, warmup_rounds=1)
+"""
+
+
+def test_an_offset_that_comes_with_the_role_is_not_confirmed_by_pairs_with_roles_swapped(repo):
+    # The same code in both trees, slower in the leading process: pairs made like the first one
+    # all agree on it; a pair with the roles swapped (the base's code leading) reads it the
+    # other way round, and the spread between the pairs shows it.
+    commit(repo, "leader slower", test_bench=LEADER_SLOWER)
+    args = ("--compare-ref=HEAD", "--fail-on-regression=25", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["re-measured 1 regression(s) in a new pair of processes*(0 confirmed, 1 withdrawn)"]
+    )
+    (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    assert row["verdict"] != "slower" and not row["regression"]
+    assert "first +" in row["note"] and "again -" in row["note"]
+    assert "(roles swapped)" in row["note"]
     assert len(worktrees(repo)) == 1

@@ -61,9 +61,10 @@ from typing import Any
 from pytest_tpu.gate.compare import Row, interval_agrees, with_change
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import TAIL, Change
-from pytest_tpu.sameref import pairs, worktree
+from pytest_tpu.sameref import pairs, seed, worktree
 from pytest_tpu.sameref.reportrow import number, numbers
 from pytest_tpu.sameref.rows import TAIL_ENV, doubtful, factor_within
+from pytest_tpu.sameref.swap import SWAPPED_KEY, Swap, inverted
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
 ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a session with more rounds, as JSON
@@ -127,13 +128,15 @@ def remeasure(
     measuring: Sequence[str],
     own: Mapping[str, float] | None = None,
     most: int = 1,
+    swap: Swap | None = None,
 ) -> tuple[list[Row], str]:
     """``rows`` with each regression (and improvement) confirmed or withdrawn, and a line on
     what ran.
 
     ``pct`` is the session's time threshold in percent; ``own`` a benchmark's own (a fraction,
     from its marker), by node id; ``most`` the largest factor of rounds for a pair measuring once
-    more where the new pair could not tell. The nested sessions read the same markers.
+    more where the new pair could not tell. The nested sessions read the same markers. With
+    ``swap``, the first new pair and every second one after it run with the roles swapped.
     """
     thresholds = {row.nodeid: (own or {}).get(row.nodeid, pct / 100) for row in rows}
     failing = [row.nodeid for row in rows if row.regression]
@@ -145,7 +148,8 @@ def remeasure(
     if not failing and not improving and not under:
         return list(rows), ""
     env = _confirming(rows)
-    again, problem = nested(failing + improving + under, commit, pct, rootdir, measuring, env)
+    measured = failing + improving + under
+    again, problem = nested(measured, commit, pct, rootdir, measuring, env, swap)
     if problem:  # a broken re-measurement must not turn a measured regression into a pass
         return list(rows), f"the re-measurement {problem}: the first one stands"
     counts = [f"{len(failing)} regression(s)"] if failing else []
@@ -186,7 +190,7 @@ def remeasure(
     later = {n: [again.get(n), more.get(n)] for n in agreed}
     if agreed and not problem:
         spread = _Spread(by_id, thresholds, {n: last_rounds[n] for n in agreed})
-        broken, note = spread.further(later, commit, pct, rootdir, measuring)
+        broken, note = spread.further(later, commit, pct, rootdir, measuring, swap)
         standing |= broken
         line += note
     judged = []
@@ -252,17 +256,22 @@ def nested(
     rootdir: Path,
     measuring: Sequence[str],
     env: Mapping[str, str],
+    swap: Swap | None = None,
 ) -> tuple[dict[str, Mapping[str, Any]], str]:
     """Run a nested ``--compare-ref`` session of ``nodeids`` with ``env`` added: its report's
-    time rows by name, or why there are none ("did not run (...)", "gave no comparison (...)")."""
+    time rows by name, or why there are none ("did not run (...)", "gave no comparison (...)").
+    With ``swap``, the base's code leads and the rows are turned back (``swap``)."""
+    cwd, added = (swap.cwd, swap.env()) if swap is not None else (rootdir, {})
     with tempfile.TemporaryDirectory(prefix="pytest-tpu-again-") as folder:
         report = Path(folder) / "again.json"
         args = command(nodeids, commit, pct, report, measuring)
         try:
-            code, output = _run(args, rootdir, {**os.environ, **env})
+            code, output = _run(args, cwd, {**os.environ, **env, **added, **seed.for_new_pair()})
         except (OSError, subprocess.TimeoutExpired) as exc:
             return {}, f"did not run ({exc})"
         again = report_rows(report)
+        if swap is not None:
+            again = {name: inverted(row) for name, row in again.items()}
     if not again:
         tail = " | ".join(output.strip().splitlines()[-2:])
         return {}, f"gave no comparison (exit {code}: {tail})"
@@ -410,6 +419,7 @@ class _Spread:
         pct: float,
         rootdir: Path,
         measuring: Sequence[str],
+        swap: Swap | None,
     ) -> tuple[set[str], str]:
         """Add ``pairs.FURTHER`` pairs' rows to ``later`` where three pairs leave a regression
         open; the node ids whose further pairs could not run (their first measurement stands),
@@ -424,8 +434,9 @@ class _Spread:
         rounds = json.dumps({n: self.rounds[n] for n in opened})
         env = {**_confirming(self.rows.values()), ROUNDS_ENV: rounds}
         note = f"; {len(opened)} that three pairs left open measured by {pairs.FURTHER} more"
-        for _ in range(pairs.FURTHER):
-            found, problem = nested(opened, commit, pct, rootdir, measuring, env)
+        for index in range(pairs.FURTHER):  # the roles swapped in every second pair, as before
+            roles = swap if index % 2 == 0 else None
+            found, problem = nested(opened, commit, pct, rootdir, measuring, env, roles)
             if problem:  # as everywhere: a broken re-measurement leaves the first one standing
                 return set(opened), f"{note} (that re-measurement {problem}: the first one stands)"
             for nodeid in opened:
@@ -479,7 +490,8 @@ def _interval(row: Mapping[str, Any]) -> str | None:
     if found is None:
         return None
     change, low, high = found
-    return f"{change:+.1f}% [{low:+.1f}%, {high:+.1f}%]"
+    roles = " (roles swapped)" if row.get(SWAPPED_KEY) else ""
+    return f"{change:+.1f}% [{low:+.1f}%, {high:+.1f}%]{roles}"
 
 
 def _withdrawn(

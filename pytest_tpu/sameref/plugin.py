@@ -37,10 +37,11 @@ from pytest_tpu.gate.compare import (
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import confirm, resolve, worktree
+from pytest_tpu.sameref import confirm, layout, resolve, seed, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run
 from pytest_tpu.sameref.sizing import size_rounds_on_turns
+from pytest_tpu.sameref.swap import swap_for
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 from pytest_tpu.timing import size_rounds_on_a_steady_call
 
@@ -80,6 +81,7 @@ def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: 
 
     ``factor`` times the rounds in a session that resolves rows the first pair could not.
     """
+    layout.shuffle()  # before the test's first round, on each side: see layout.py
     resolve.scale_rounds(fixture, factor)
     size_rounds_on_a_steady_call(fixture)  # innermost: its doubled first call takes one turn
     size_rounds_on_turns(fixture)  # the hand-overs count: a 75 µs function's round costs more
@@ -200,7 +202,9 @@ class HeadPlugin:
         self.config = config
         self.settings = settings
         self.ref = settings.compare_ref or ""
-        self.tree: worktree.Worktree | None = None
+        self.tree: worktree.Worktree | worktree.Borrowed | None = None
+        # A new pair with the roles swapped: its base side is the head's tree, as it is.
+        self.borrowed = os.environ.pop(worktree.BORROW_ENV, "")
         self.child: subprocess.Popen[bytes] | None = None
         self.leader: Leader | None = None
         self.conn: Connection | None = None
@@ -251,14 +255,18 @@ class HeadPlugin:
             return
         worktree.remove_stale(self.root)
         try:
-            self.tree = worktree.create(self.root, self.commit)
+            self.tree = (
+                worktree.borrow(Path(self.borrowed))
+                if self.borrowed
+                else worktree.create(self.root, self.commit)
+            )
         except worktree.RefError as exc:
             raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
         self._old_sigterm = signal.signal(signal.SIGTERM, _interrupt)
-        self.log = Path(self.tree.path.parent) / "base-session.log"
+        self.log = self.tree.scratch / "base-session.log"
         if self.whole_runs:
             return  # the first whole base run waits for the header's device check (runtestloop)
-        listener, env = open_listener(str(self.tree.path.parent))
+        listener, env = open_listener(str(self.tree.scratch))
         self._start_child(env)
         self.conn = self._accept(listener)
 
@@ -301,7 +309,7 @@ class HeadPlugin:
 
         assert self.tree is not None
         cwd, env = self._child_cwd_env({})
-        report = self.tree.path.parent / f"base-run-{len(self.base_runs) + 1}.json"
+        report = self.tree.scratch / f"base-run-{len(self.base_runs) + 1}.json"
         args = child_args(self.config, self.settings, self.root, self.tree.path)
         problem = run_base(args, cwd, env, report, self.log)
         if problem:
@@ -341,6 +349,7 @@ class HeadPlugin:
         )
         if self.core is not None and not self.whole_runs:
             how += f", every thread pinned alike, the rounds on core {self.core}"
+        how += f", {seed.describe()}"
         where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
         return [f"compare-ref: {where} vs {head}; {how} (same job)"]
 
@@ -471,7 +480,10 @@ class HeadPlugin:
         measuring = [*measuring_args(self.config, self.settings), mode]
         root = self.config.rootpath
         most = self.settings.compare_ref_rounds
-        rows, line = confirm.remeasure(rows, self.commit, pct, root, measuring, self.own, most)
+        swap = None if self.tree is None else swap_for(self.tree.path, self.root, root)
+        rows, line = confirm.remeasure(
+            rows, self.commit, pct, root, measuring, self.own, most, swap
+        )
         lines = [line]
         if not resolve.resolving():  # a re-measurement with more rounds does not resolve again
             rows, line = resolve.resolve(rows, self.commit, pct, root, measuring, self.own, most)

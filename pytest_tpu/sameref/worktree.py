@@ -19,6 +19,9 @@ from pathlib import Path
 
 PREFIX = "pytest-tpu-ref-"
 GIT_TIMEOUT = 120.0
+# A tree a new pair of processes borrows for its base side instead of checking REF out: the
+# head's own, in a pair with the roles swapped (``confirm.Swap``).
+BORROW_ENV = "PYTEST_TPU_REF_BORROW"
 
 
 class RefError(Exception):
@@ -80,12 +83,38 @@ class Worktree:
     path: Path
     commit: str
 
+    @property
+    def scratch(self) -> Path:
+        """The temporary folder around the tree: the socket and the base session's log."""
+        return self.path.parent
+
     def remove(self) -> None:
         if not self.path.exists():
             return
         _git(self.root, "worktree", "remove", "--force", str(self.path))
         shutil.rmtree(self.path, ignore_errors=True)
         _git(self.root, "worktree", "prune")
+
+
+@dataclass(frozen=True)
+class Borrowed:
+    """A tree this session did not make, measured as it is and never removed; only its
+    temporary ``scratch`` folder goes."""
+
+    path: Path
+    scratch: Path
+
+    def remove(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def borrow(path: Path) -> Borrowed:
+    """The tree at ``path`` for the base side, with a scratch folder removed at exit at the
+    latest."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"{PREFIX}borrowed-{os.getpid()}-"))
+    tree = Borrowed(path, scratch)
+    atexit.register(tree.remove)
+    return tree
 
 
 def _alive(pid: int) -> bool:
