@@ -172,6 +172,10 @@ def remeasure(
         if n not in wanted and to_more_pairs(by_id[n], again.get(n), thresholds[n])
     ]
     agreed += [n for n in under if _interval(again.get(n) or {}) is not None]
+    # An improvement the new pair agrees with goes to a third pair too: one new pair can share
+    # the first one's offset as well for a speed-up (seen: an unchanged 56 µs tokenizer -6.9 %
+    # "faster", confirmed by one new pair).
+    agreed += [n for n in improving if _improves(again.get(n), thresholds[n])]
     last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
@@ -197,7 +201,8 @@ def remeasure(
     for row in rows:
         nodeid, threshold = row.nodeid, thresholds[row.nodeid]
         if nodeid in improving:
-            judged.append(_improvement(row, again.get(nodeid), threshold))
+            pairs_later = later.get(nodeid) if not problem else None
+            judged.append(_improvement(row, again.get(nodeid), threshold, pairs_later))
         elif nodeid in standing:
             judged.append(row)
         elif nodeid in agreed and not problem:
@@ -370,21 +375,57 @@ def _judged(
     return _withdrawn(row, why, still, again)
 
 
-def _improvement(row: Row, again: Mapping[str, Any] | None, threshold: float) -> Row:
-    """``row``, faster by the threshold or more in one pair, confirmed where the new pair's 95 %
-    interval lies below zero and reaches the threshold below it (the rule for a regression,
-    mirrored); ``inconclusive`` otherwise, with the new pair's numbers."""
+def _improves(again: Mapping[str, Any] | None, threshold: float) -> bool:
+    """Whether a new pair's report row agrees with an improvement: its 95 % interval lies below
+    zero and reaches the threshold below it (the rule for a regression, mirrored)."""
+    found = None if again is None else numbers(again, "ci_low", "ci_high")
+    return found is not None and found[1] < 0 and found[0] <= -threshold * 100
+
+
+def _improvement(
+    row: Row,
+    again: Mapping[str, Any] | None,
+    threshold: float,
+    later: Sequence[Mapping[str, Any] | None] | None = None,
+) -> Row:
+    """``row``, faster by the threshold or more in one pair, confirmed where the new pair agrees
+    (``_improves``) and, with a third pair's row in ``later``, the spread of all the pairs does
+    too; ``inconclusive`` otherwise, with the new pairs' numbers."""
     interval = None if again is None else _interval(again)
     if again is None or interval is None:
         why = "not confirmed: the new pair of processes has no interval for it"
         return replace(row, verdict="inconclusive", reason=why)
+    found = pairs.across(row, later) if later else None
+    if found is not None:
+        return _faster_across(row, found, later or [], threshold)
     text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {interval}"
-    low, high = numbers(again, "ci_low", "ci_high") or [0.0, 0.0]  # _interval found them
-    if high < 0 and low <= -threshold * 100:
+    if _improves(again, threshold):
         return _confirmed_by(row, again, text)
     why = f"not confirmed by a new pair of processes: {text}"
     fields = measured_as(row, again)
     return replace(row, verdict="inconclusive", confirmed=False, reason=why, **fields)
+
+
+def _faster_across(
+    row: Row, found: Change, later: Sequence[Mapping[str, Any] | None], threshold: float
+) -> Row:
+    """``row``, an improvement the new pair agreed with, judged on the spread of every pair."""
+    text = _pairs_text(row, later)
+    measured = _measured_across(row, found)
+    if found.high < 0 and found.low <= -threshold:
+        why = f"confirmed by new pairs of processes, the spread between pairs counted ({text})"
+        return replace(measured, verdict="faster", confirmed=True, reason=why)
+    why = f"not confirmed by new pairs of processes, the spread between pairs counted: {text}"
+    return replace(measured, verdict="inconclusive", confirmed=False, reason=why)
+
+
+def _pairs_text(row: Row, later: Sequence[Mapping[str, Any] | None]) -> str:
+    """Every pair's change and interval, the first one's first."""
+    shown = [str(_interval(one or {})) for one in later]
+    return (
+        f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {shown[0]}, "
+        f"a third pair {shown[1]}" + "".join(f", then {one}" for one in shown[2:])
+    )
 
 
 def _confirmed_by(row: Row, again: Mapping[str, Any], text: str) -> Row:
@@ -451,11 +492,7 @@ def _across(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: floa
     found = pairs.across(row, later)
     if found is None:  # no third measurement: the two pairs decide
         return _judged(row, later[0], threshold)
-    shown = [str(_interval(one or {})) for one in later]  # each has one: across found them
-    text = (
-        f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {shown[0]}, "
-        f"a third pair {shown[1]}" + "".join(f", then {one}" for one in shown[2:])
-    )
+    text = _pairs_text(row, later)  # each pair has an interval: across found them
     # A row one pair measured under the threshold (``rows.doubtful``) was no regression yet.
     was = row.regression
     if found.low > 0 and found.high >= threshold:  # the rule of _judged, on the pairs' spread
