@@ -1196,12 +1196,16 @@ def test_ped(benchmark, request):
 """
 
 
-def test_an_offset_that_comes_with_the_role_is_not_confirmed_by_pairs_with_roles_swapped(repo):
+@pytest.mark.parametrize("gate", [("--fail-on-regression=25",), ()], ids=["gated", "no gate"])
+def test_an_offset_that_comes_with_the_role_is_not_confirmed_by_pairs_with_roles_swapped(
+    repo, gate
+):
     # The same code in both trees, slower in the leading process: pairs made like the first one
     # all agree on it; a pair with the roles swapped (the base's code leading) reads it the
-    # other way round, and the spread between the pairs shows it.
+    # other way round, and the spread between the pairs shows it. Without the gate too: one
+    # pair's "SLOWER" is no verdict (new-user trial 21: unchanged code SLOWER "99.9 % sure").
     commit(repo, "leader slower", test_bench=LEADER_SLOWER)
-    args = ("--compare-ref=HEAD", "--fail-on-regression=25", "--tpu-report=out.json")
+    args = ("--compare-ref=HEAD", *gate, "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(

@@ -7,12 +7,11 @@ in each -- the same way in every pair made the same way, so new pairs of process
 first and confirmed a slowdown of unchanged code. (That the allocator is the whole cause is not
 shown; that the offset came with the roles and stayed through everything below is.)
 (Measured here: a 50 µs tokenizer, ``re.findall`` and dicts, read +7 to +16 % in 35 of 39 A/A
-same-job sessions, the head slower (the other four +0.5 to +3.7 %); its ``re.findall`` alone +10 to
-+19 %; the same function
-in a pedantic test, a dict loop of ints and a numpy function did not. A fixed hash seed, the
-garbage collector off, every thread on one core, no untimed warm calls and glibc's trim and
-mmap thresholds fixed all left it in place. Three new pairs agreed: the gate failed unchanged
-code, exit 6, "99.7 % sure".)
+same-job sessions, the head slower, the other four +0.5 to +3.7 %; its ``re.findall`` alone +10
+to +19 %; the same function in a pedantic test, a dict loop of ints and a numpy function did not.
+A fixed hash seed, the garbage collector off, every thread on one core, no untimed warm calls and
+glibc's trim and mmap thresholds fixed all left it in place. Three new pairs agreed: the gate
+failed unchanged code, exit 6, "99.7 % sure". New pairs now swap the roles, ``swap``.)
 
 So before each benchmark's first round, each side of every pair (first and new alike) frees the
 last benchmark's blocks, allocates blocks of random sizes and keeps a random half of them: the

@@ -149,10 +149,9 @@ def one_pair(row: Row, threshold: float) -> Row:
     a regression of the threshold that an offset made look smaller. (Measured here, A/A, a 37 µs
     numpy function with a bursty neighbour: 3 of 10 rows ``slower`` at +2.5 to +2.7 %, intervals
     ±0.2 %; between sessions its A/A changes had a spread of 1.7 %.) A change under half the
-    threshold stays ``unchanged``, and an improvement of the threshold or more ``faster`` (a new
-    pair checks it under ``--fail-on-regression``, ``confirm``). Under ``--fail-on-regression``
-    a slowdown between half the threshold and the threshold is measured by new pairs
-    (``doubtful``), and their spread decides.
+    threshold stays ``unchanged``, and an improvement of the threshold or more ``faster`` (new
+    pairs check it, ``confirm``). A slowdown between half the threshold and the threshold is
+    measured by new pairs (``doubtful``), and their spread decides.
 
     An improvement between half the threshold and the threshold is ``unchanged``: no offset of
     that size can hide a regression behind it, and ``inconclusive`` would say a slowdown is not
@@ -174,7 +173,7 @@ def one_pair(row: Row, threshold: float) -> Row:
         f"{row.change:+.1%} in one pair of processes, between half its threshold and the "
         f"threshold ({threshold:.1%}): the pair's rounds cannot tell a change from an offset "
         "between two processes with the same code (a percent or two here, more for some "
-        "workloads); under --fail-on-regression new pairs of processes measure it"
+        "workloads); new pairs of processes measure it"
     )
     return replace(row, verdict="inconclusive", reason=why)
 
