@@ -395,9 +395,8 @@ def _improvement(
     if again is None or interval is None:
         why = "not confirmed: the new pair of processes has no interval for it"
         return replace(row, verdict="inconclusive", reason=why)
-    found = pairs.across(row, later) if later else None
-    if found is not None:
-        return _faster_across(row, found, later or [], threshold)
+    if later and (found := pairs.across(row, later)) is not None:
+        return _faster_across(row, found, later, threshold)
     text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {interval}"
     if _improves(again, threshold):
         return _confirmed_by(row, again, text)

@@ -11,7 +11,7 @@ care. Alone, in processes started one after another, the seed made no difference
 the offset comes from the seed and from what else differs between two processes together.)
 
 So a ``--compare-ref`` session whose hash seed is random starts itself again, once, with a seed
-drawn now in ``PYTHONHASHSEED`` (``os.execv`` of its own command line, before any conftest is
+drawn now in ``PYTHONHASHSEED`` (``os.execve`` of its own command line, before any conftest is
 imported), and its base inherits it with the rest of the environment. Each new pair of
 processes that measures a row again gets a seed of its own, the same on both of its sides, so the
 spread between pairs still shows what the seed does to a change. A seed the user set is kept.
@@ -54,7 +54,7 @@ def _own_command(config: pytest.Config) -> bool:
 def start_again_seeded(config: pytest.Config) -> None:
     """Start this session again with a fixed hash seed, where it has none and can; returns only
     where it does not."""
-    if fixed() is not None or os.environ.get(SEED_ENV) or os.name != "posix":
+    if os.environ.get(SEED_ENV) or os.name != "posix":
         return  # a seed of the user's ("random" too) is theirs to choose
     if not _own_command(config):
         return

@@ -20,7 +20,7 @@ from pathlib import Path
 PREFIX = "pytest-tpu-ref-"
 GIT_TIMEOUT = 120.0
 # A tree a new pair of processes borrows for its base side instead of checking REF out: the
-# head's own, in a pair with the roles swapped (``confirm.Swap``).
+# head's own, in a pair with the roles swapped (``swap.Swap``).
 BORROW_ENV = "PYTEST_TPU_REF_BORROW"
 
 
