@@ -53,6 +53,19 @@ def test_inconclusive_states_the_smallest_detectable_change():
     assert "5 saved runs" in decision.reason
 
 
+def test_an_interval_that_rules_a_slowdown_out_says_only_an_improvement_is_left_open():
+    # Trial 21: -1.4 % [-6.7, +4.2] said "cannot resolve a 5.0% change here" beside a gate line
+    # that rightly did not count it among the rows that could hide a slowdown.
+    decision = decide(
+        Measured(found(-0.014, -0.067, 0.042, 0.3, detectable=0.097), "raw", None), 0.05
+    )
+    assert decision.verdict == "inconclusive"
+    assert decision.reason.startswith(
+        "no slowdown of 5.0% (the interval stays under it), but an improvement of 5.0% is "
+        "neither shown nor ruled out"
+    )
+
+
 @pytest.mark.parametrize(
     ("source", "runs", "hinted"),
     [

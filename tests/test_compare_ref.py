@@ -179,7 +179,7 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
         [
             # The pairs disagree far beyond their rounds: more pairs measure it (five here).
             "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third pair*"
-            "(0 confirmed, 1 withdrawn)",
+            "(regressions: 0 confirmed, 1 withdrawn)",
             "regression gate (25%): passed, 1 checked; 1 inconclusive*",
             "*test_ped: not confirmed by new pairs of processes*: first +*, again *",
         ],
@@ -210,9 +210,9 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
     assert result.ret == pytest.ExitCode.OK
     # An improvement the new pair agrees with is measured by a third pair, as a regression is.
     stood = (
-        "; 1 measured by a third pair (1 confirmed, 0 withdrawn)"
+        "; 1 measured by a third pair (improvements: 1 confirmed, 0 withdrawn)"
         if verdict == "faster"
-        else " (0 confirmed, 1 withdrawn)"
+        else " (improvements: 0 confirmed, 1 withdrawn)"
     )
     result.stdout.fnmatch_lines([f"re-measured 1 improvement(s) in a new pair of processes{stood}"])
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
@@ -285,7 +285,7 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
         [
             "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third "
             "pair; 1 that three pairs left open measured by 2 more "
-            "(1 confirmed, 0 withdrawn)",
+            "(regressions: 1 confirmed, 0 withdrawn)",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
         consecutive=False,
@@ -343,7 +343,7 @@ def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
     result.stdout.fnmatch_lines(
         [
             "re-measured 1 regression(s) in a new pair of processes; 1 that it could not tell "
-            "measured once more with up to 4x the rounds (1 confirmed, 0 withdrawn)",
+            "measured once more with up to 4x the rounds (regressions: 1 confirmed, 0 withdrawn)",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
         consecutive=False,
@@ -1217,7 +1217,10 @@ def test_an_offset_that_comes_with_the_role_is_not_confirmed_by_pairs_with_roles
     result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
-        ["re-measured 1 regression(s) in a new pair of processes*(0 confirmed, 1 withdrawn)"]
+        [
+            "re-measured 1 regression(s) in a new pair of processes*"
+            "(regressions: 0 confirmed, 1 withdrawn)"
+        ]
     )
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["verdict"] != "slower" and not row["regression"]

@@ -171,6 +171,17 @@ def test_the_last_pair_decides_where_the_new_pair_could_not_tell():
     assert row.regression is False and row.confirmed is False
 
 
+def test_a_last_pair_that_withdraws_a_regression_is_judged_with_every_pair():
+    first = replace(FIRST, change=0.055, low=0.013, high=0.098)
+    noisy = with_detectable(again(-0.3, -6.5, 6.3), 14.0)
+    row = _judged(first, noisy, 0.05, (4, with_detectable(again(-0.1, -3.1, 2.9), 4.0)))
+    assert row.regression is False and "the spread between the pairs counted" in row.reason
+    # Three pairs, not the first and the last alone (trial 21: one degree of freedom showed
+    # -0.1 % [-3.1, +2.9] as [-39, +64], "detects 388 %").
+    assert row.noise_source.startswith("3 pairs of processes")
+    assert -0.15 < row.low < 0 < row.high < 0.15
+
+
 def test_a_withdrawn_row_shows_the_pair_that_withdrew_it_and_is_not_measured_again_for_nothing():
     near = {**with_detectable(again(4.0, -1.1, 9.4), 8.0), "baseline": 0.1, "current": 0.104}
     row = _judged(FIRST, near, 0.05)  # within the first pair's reach: its own numbers

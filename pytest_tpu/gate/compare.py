@@ -323,6 +323,14 @@ def _drift_explains(measured: Measured, slower: bool) -> str:
 
 
 def _unresolved(found: Change, threshold: float, saved_runs: int) -> str:
+    if found.high < threshold:
+        # Only an improvement is left open: "cannot resolve a 5 % change" read as a slowdown not
+        # ruled out, beside a gate line that rightly did not count it (trial 21: -1.4 %
+        # [-6.7, +4.2]).
+        return (
+            f"no slowdown of {threshold:.1%} (the interval stays under it), but an improvement "
+            f"of {threshold:.1%} is neither shown nor ruled out (noise: {found.source})"
+        )
     if math.isfinite(found.detectable) and found.detectable <= threshold:
         # Precise enough for the threshold, and still neither verdict: the change itself lies
         # near it (its interval reaches it; a slowdown is not 99 % sure, or is under half of it).
