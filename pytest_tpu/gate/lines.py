@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pytest_tpu.gate.compare import Row, compared
 from pytest_tpu.gate.stats import CONFIDENCE, FAIL_CONFIDENCE
 from pytest_tpu.options import REGRESSION_EXIT_CODE
-from pytest_tpu.report import verdict_word
+from pytest_tpu.report.model import verdict_word
 from pytest_tpu.units import format_detectable
 
 

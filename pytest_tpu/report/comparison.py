@@ -1,0 +1,174 @@
+"""The comparison table: baseline, current, change with its interval, verdict, and the notes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pytest_tpu import units
+from pytest_tpu.gate.stats import TAIL
+from pytest_tpu.report.layout import fit, shorten_middle, tabulate_rows, widest
+from pytest_tpu.report.model import MAX_WIDTH, NAME_MIN, VERDICTS, ComparisonRow, verdict_word
+
+
+def sort_comparison(rows: Iterable[ComparisonRow]) -> list[ComparisonRow]:
+    """Regressions first, then the doubtful, then the rest; by name within a verdict."""
+    order = {v: i for i, v in enumerate(VERDICTS)}
+    return sorted(rows, key=lambda r: (order.get(r.verdict, len(order)), r.name, r.kind))
+
+
+def _display_name(name: str) -> str:
+    return name.split("::", 1)[1] if "::" in name else name
+
+
+def _comparison_value(row: ComparisonRow, value: float | None) -> str:
+    if value is None:
+        return ""
+    half = (
+        (row.ci_high - row.ci_low) / 200
+        if row.ci_low is not None and row.ci_high is not None
+        else None
+    )
+    return units.format_quantity(value, row.unit, half)
+
+
+def comparison_table(
+    rows: Sequence[ComparisonRow], fmt: str = "simple", width: int = MAX_WIDTH
+) -> str:
+    """Baseline, current, change with its interval and verdict; regressions first, marked."""
+    head, blocks = comparison_blocks(rows, fmt, width)
+    return "\n".join([*head, *(line for block in blocks for line in block)])
+
+
+def comparison_blocks(
+    rows: Sequence[ComparisonRow], fmt: str = "simple", width: int = MAX_WIDTH
+) -> tuple[list[str], list[list[str]]]:
+    """The comparison table as its heading lines and each row's lines, in ``sort_comparison``
+    order (so a caller can colour a row).
+
+    The device column only where some benchmark has a device (its width goes to the names). In
+    a terminal ``width`` wide the names are cut in the middle, but never below ``NAME_MIN``:
+    where the figures leave less, every row's whole name takes a line above its figures.
+    """
+    devices = any(r.kind for r in rows)
+    headers = ["benchmark", "device", "baseline", "current", "change [interval]", "verdict"]
+    body = [
+        [
+            _display_name(r.name),
+            r.kind,
+            _comparison_value(r, r.baseline),
+            _comparison_value(r, r.current),
+            _change_cell(r),
+            verdict_text(verdict_word(r.verdict, r.metric), fmt, r.regression),
+        ]
+        for r in sort_comparison(rows)
+    ]
+    if not devices:
+        headers.pop(1)
+        body = [[row[0], *row[2:]] for row in body]
+    label_cols = 2 if devices else 1
+    whole = tabulate_rows(body, headers, fmt, label_cols)
+    longest = max((len(row[0]) for row in body), default=0)
+    # ``fit`` cuts the names by what the table is over the width: fine down to NAME_MIN.
+    if fmt != "simple" or longest - (widest(whole) - width) >= min(longest, NAME_MIN):
+        text = fit(body, headers, fmt, label_cols, shorten_middle, width)
+        return _split_table(text.splitlines())
+    # Stacked: the figures with an empty name column, each row's name on the line above.
+    headers[0] = ""
+    stacked = fit([["", *row[1:]] for row in body], headers, fmt, label_cols, width=width)
+    head, lines = _split_table(stacked.splitlines())
+    names = [row[0] for row in body]
+    return head, [[name, line[0]] for name, line in zip(names, lines, strict=True)]
+
+
+def _split_table(lines: list[str]) -> tuple[list[str], list[list[str]]]:
+    """A table's heading lines (two in every format used here) and its rows, one line each."""
+    return lines[:2], [[line] for line in lines[2:]]
+
+
+def _change_cell(row: ComparisonRow) -> str:
+    """The change with its interval; ``(mean)`` after a row on the mean of all rounds (trial 19:
+    its baseline read 169 µs beside 163 µs for the same benchmark elsewhere, unmarked); a
+    calibrated one gives the raw change of the baseline and current beside it, which are raw
+    times (52 ms -> 71 ms, +12 %). (The machine's drift alone did not explain the difference: a
+    ratio of each round to its own kernel run is not the ratio of their locations. Trial 17:
+    404 µs -> 375 µs read +6 % "(machine -5 %)".)"""
+    change = units.format_change(row.change_pct, row.ci_low, row.ci_high)
+    if row.statistic == TAIL:  # baseline, current and change are means, unlike the rows around
+        return f"{change} (mean)"
+    if row.mode != "calibrated" or row.change_pct is None:
+        return change
+    if not row.baseline or row.current is None:
+        return f"{change} (calibrated)"
+    raw = units.signed_rounded((row.current / row.baseline - 1) * 100, 0)
+    return f"{change} (raw {raw}%)"  # no wider than the cell was: a wider one stacks the table
+
+
+def verdict_text(verdict: str, fmt: str, regression: bool) -> str:
+    """A regression stands out in plain text (capitals) and in Markdown (bold and a sign); a
+    slowdown the threshold tolerates is said plainly, not shouted."""
+    if not regression:
+        return verdict
+    return verdict.upper() if fmt == "simple" else f"⚠️ **{verdict}**"
+
+
+def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
+    """A note per row that has something to say (how it was measured, why its verdict), once
+    for rows that say the same.
+
+    Whole, never cut to the table's width: the end of a note (the smallest change it could
+    detect, what a re-measurement found) is the part a reader needs.
+    """
+    said: dict[str, list[str]] = {}  # note -> the rows that have it, in table order
+    for r in sort_comparison(rows):
+        text = "; ".join(part for part in (r.note, row_details(r)) if part)
+        if text:
+            said.setdefault(text, []).append(
+                f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}"
+            )
+    return [f"{_who(names)}: {text}" for text, names in said.items()]
+
+
+def _who(names: Sequence[str]) -> str:
+    """The rows a note is about; a note the same for many rows (``--benchmark-disable``) is said
+    once, for their number, not once per row."""
+    return ", ".join(names) if len(names) <= 2 else f"{len(names)} benchmarks"
+
+
+def comparison_counts(rows: Iterable[ComparisonRow]) -> dict[str, int]:
+    counts = dict.fromkeys(VERDICTS, 0)
+    for row in rows:
+        counts[row.verdict] = counts.get(row.verdict, 0) + 1
+    return counts
+
+
+def comparison_summary(rows: Iterable[ComparisonRow]) -> str:
+    """``"1 slower, 2 faster, 5 unchanged, 0 inconclusive, 1 new, 0 missing"``; memory rows
+    counted apart, in their own words (``"; memory: 1 smaller"``)."""
+    rows = list(rows)
+    counts = comparison_counts(r for r in rows if r.metric != "memory")
+    shown = ("slower", "faster", "unchanged", "inconclusive", "new", "missing")
+    parts = [f"{counts.pop(v)} {v}" for v in shown]
+    parts += [f"{n} {v}" for v, n in counts.items() if n]
+    memory = comparison_counts(r for r in rows if r.metric == "memory")
+    said = [f"{n} {verdict_word(v, 'memory')}" for v, n in memory.items() if n]
+    return ", ".join(parts) + (f"; memory: {', '.join(said)}" if said else "")
+
+
+def row_details(row: ComparisonRow) -> str:
+    """How a row was measured, for the notes under a comparison table."""
+    said = row.note or ""  # what the verdict's reason already says is not said twice
+    # "paired" after a reason that names the paired rounds read as a dangling word.
+    repeated = row.mode == "paired" and "paired rounds" in said
+    parts = [row.mode] if row.mode and not repeated else []
+    if row.statistic == TAIL and TAIL not in said:  # not the statistic of the rows around it
+        parts.insert(0, f"baseline, current and change: the {TAIL} (slow calls in the tail)")
+    if row.machine_pct is not None:
+        parts.append(f"machine {row.machine_pct:+.1f}% vs baseline")
+    if row.noise_source and row.noise_source not in said:
+        parts.append(f"noise: {row.noise_source}")
+    detectable = row.detectable_pct
+    if detectable is not None and detectable != float("inf") and f"{detectable:.1f}%" not in said:
+        parts.append(f"detects {units.format_detectable(detectable)}")
+    if row.confirmed is not None and "confirmed" not in said:
+        parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")
+    return ", ".join(parts)

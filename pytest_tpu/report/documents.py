@@ -1,0 +1,124 @@
+"""The report as files: GitHub-flavoured Markdown and JSON."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from pytest_tpu import roundtimes
+from pytest_tpu.report.comparison import (
+    comparison_counts,
+    comparison_notes,
+    comparison_summary,
+    comparison_table,
+    sort_comparison,
+)
+from pytest_tpu.report.layout import tabulate_rows
+from pytest_tpu.report.model import SPREAD_LEGEND, Cell, ComparisonRow, WorkloadTable
+from pytest_tpu.report.tables import cross_table, missing_line, speedup_table, table_notes
+from pytest_tpu.roundtimes import RoundTime
+
+
+def to_markdown(
+    tables: Sequence[WorkloadTable],
+    comparison: Sequence[ComparisonRow] | None = None,
+    baseline: str | None = None,
+    missing: dict[str, str] | None = None,
+    gate: dict[str, Any] | None = None,
+    plain: Sequence[RoundTime] = (),
+) -> str:
+    """GitHub-flavoured Markdown for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment;
+    devices missing from the machine are named once, under the heading. ``plain``: the round
+    times of benchmarks without a device."""
+    out = ["## pytest-tpu benchmarks", ""]
+    line = missing_line(missing or {})
+    out += [line, ""] if line else []
+    if not tables and not comparison and not plain:
+        out += ["No benchmark ran.", ""]
+    if plain:
+        body = [roundtimes.cells(row) for row in plain]
+        out += [f"### {roundtimes.TITLE}", "", roundtimes.EXPLAINED, ""]
+        out += [tabulate_rows(body, roundtimes.HEADERS, "github"), ""]
+        out += [f"failed: {row.name}: {row.error}  " for row in plain if row.error]
+    for table in tables:
+        out += [f"### {table.title}", "", speedup_table(table, "github"), ""]
+        out += [f"{note}  " for note in table_notes(table)]
+        cross = cross_table(table, "github")
+        if cross:
+            out += ["", f"#### {table.workload} across configurations", "", cross]
+        out.append("")
+    out += [SPREAD_LEGEND, ""] if tables else []
+    if comparison is not None:
+        out += _markdown_comparison(comparison, baseline)
+    if gate:
+        out += ["", gate_text(gate)]
+        # What the gate named, each regression and each row it could not resolve; its own
+        # verdict line is the one above.
+        said = [line for line in gate.get("lines", ()) if not line.startswith("regression gate")]
+        out += [""] + [f"- {line}" for line in said] if said else []
+    return "\n".join(out).rstrip() + "\n"
+
+
+def gate_text(gate: dict[str, Any]) -> str:
+    """``**Regression gate (time 5%): passed**, 8 checked; 5 inconclusive: ...``: the session's
+    verdict in one line, with what the terminal's verdict line says after it (trial 15: a pull
+    request read only "passed" where the terminal named 5 inconclusive rows)."""
+    limits = ", ".join(f"{m} {pct:g}%" for m, pct in gate.get("thresholds_pct", {}).items())
+    head = f"**Regression gate ({limits or gate['threshold_pct']}): {gate['verdict']}**"
+    line = next((x for x in gate.get("lines", ()) if x.startswith("regression gate")), "")
+    found = re.match(r"regression gate \([^)]*\): (?:passed|FAILED|NOTHING CHECKED)\W*(.*)$", line)
+    return f"{head}, {found.group(1)}" if found and found.group(1) else head
+
+
+def _markdown_comparison(rows: Sequence[ComparisonRow], baseline: str | None) -> list[str]:
+    name = f" `{baseline}`" if baseline else ""
+    out = [f"## Comparison with baseline{name}", "", comparison_summary(rows), ""]
+    if rows:
+        out += [comparison_table(rows, "github"), ""]
+        out += [f"- {note}" for note in comparison_notes(rows)]
+    return out
+
+
+def _cell_json(cell: Cell) -> dict[str, Any]:
+    data = asdict(cell)
+    data["spread_pct"] = None if cell.spread is None else cell.spread * 100
+    del data["spread"]
+    return data
+
+
+def to_json(
+    tables: Sequence[WorkloadTable],
+    comparison: Sequence[ComparisonRow] | None = None,
+    baseline: str | None = None,
+    missing: dict[str, str] | None = None,
+    gate: dict[str, Any] | None = None,
+    plain: Sequence[RoundTime] = (),
+) -> dict[str, Any]:
+    """The same tables as JSON-able data, numbers unscaled in each metric's own unit."""
+    data: dict[str, Any] = {"format": "pytest-tpu-report", "version": 1, "workloads": []}
+    data["round_times"] = [asdict(row) for row in plain]  # seconds
+    data["missing_devices"] = dict(missing or {})
+    for table in tables:
+        entry = {k: v for k, v in asdict(table).items() if k != "rows"}
+        entry["rows"] = [
+            {
+                "id": row.key,
+                "label": row.label,
+                "config": row.config,
+                "devices": {kind: _cell_json(cell) for kind, cell in row.cells.items()},
+            }
+            for row in table.rows
+        ]
+        data["workloads"].append(entry)
+    if comparison is not None:
+        data["comparison"] = {
+            "baseline": baseline,
+            "interval_pct": roundtimes.INTERVAL_PCT,  # what every row's ci_low..ci_high bounds
+            "counts": comparison_counts(comparison),
+            "rows": [asdict(row) for row in sort_comparison(comparison)],
+        }
+    if gate:
+        data["gate"] = dict(gate)
+    return data
