@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from pytest_tpu.gate import baseline as store  # noqa: E402
-from pytest_tpu.gate import compare, contention  # noqa: E402
+from pytest_tpu.gate import compare, contention, measure, model  # noqa: E402
 from pytest_tpu.gate.stats import Change, widened  # noqa: E402
 
 ARMS = (0.0, 0.05, 0.10)
@@ -47,7 +47,7 @@ def beyond_twice(found: Change, mode: str, machine: Change | None, typical: floa
     drift = _drift(machine)
     if drift is None:
         return found
-    excess = max(0.0, abs(drift) - 2 * typical) * compare.UNTRACKED_DRIFT[mode]
+    excess = max(0.0, abs(drift) - 2 * typical) * model.UNTRACKED_DRIFT[mode]
     return widened(found, excess, "drift beyond twice the history's")
 
 
@@ -63,8 +63,8 @@ def _blind(saved: object, now: object, slower: bool, cpus: int | None = None) ->
 
 # name: (the drift rule, whether other processes' use of the CPUs is checked)
 RULES: dict[str, tuple[Rule, bool]] = {
-    "variance beyond (main)": (compare._with_drift, True),
-    "main without contention": (compare._with_drift, False),
+    "variance beyond (main)": (measure.with_drift, True),
+    "main without contention": (measure.with_drift, False),
     "beyond twice (old)": (beyond_twice, False),
     "none": (no_allowance, False),
 }
@@ -72,14 +72,14 @@ RULES: dict[str, tuple[Rule, bool]] = {
 
 @contextmanager
 def rule(chosen: tuple[Rule, bool]) -> Iterator[None]:
-    saved, busier = compare._with_drift, contention.explains
-    compare._with_drift = chosen[0]
+    saved, busier = measure.with_drift, contention.explains
+    measure.with_drift = chosen[0]
     if not chosen[1]:
         contention.explains = _blind
     try:
         yield
     finally:
-        compare._with_drift, contention.explains = saved, busier
+        measure.with_drift, contention.explains = saved, busier
 
 
 def judged(folder: Path, threshold: float) -> Iterator[tuple[str, str, str, float, compare.Row]]:
