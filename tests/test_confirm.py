@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.sameref.confirm import _across, _judged, once_more
+from pytest_tpu.sameref.judge import by_new_pair, by_pairs, once_more
 from pytest_tpu.sameref.resolve import _resolved, factor_for
 
 FIRST = Row(
@@ -53,7 +53,7 @@ def again(change: float, low: float, high: float, regression: bool = False) -> d
     ],
 )
 def test_the_new_pair_confirms_a_regression_it_sees_and_withdraws_one_it_does_not(measured, stands):
-    row = _judged(FIRST, measured, 0.05)
+    row = by_new_pair(FIRST, measured, 0.05)
     assert row.regression is stands
     assert row.confirmed is stands
     # A withdrawn regression the new pair still finds slower by at least half the threshold
@@ -68,9 +68,9 @@ def test_the_new_pair_confirms_a_regression_it_sees_and_withdraws_one_it_does_no
 
 
 def test_a_missing_or_unmeasured_row_withdraws_the_regression():
-    assert _judged(FIRST, None, 0.05).regression is False
+    assert by_new_pair(FIRST, None, 0.05).regression is False
     unmeasured = {"name": FIRST.nodeid, "metric": "time", "verdict": "base failed"}
-    row = _judged(FIRST, unmeasured, 0.05)
+    row = by_new_pair(FIRST, unmeasured, 0.05)
     assert row.regression is False
     assert "no interval" in row.reason
 
@@ -161,20 +161,20 @@ def test_more_rounds_never_go_past_the_most_in_all():
 
 def test_the_last_pair_decides_where_the_new_pair_could_not_tell():
     noisy = with_detectable(again(2.8, -8.6, 15.5), 12.0)
-    row = _judged(FIRST, noisy, 0.05, (4, again(8.0, 3.1, 13.0)))
+    row = by_new_pair(FIRST, noisy, 0.05, (4, again(8.0, 3.1, 13.0)))
     assert row.regression is True and row.confirmed is True
     assert "again +2.8% [-8.6%, +15.5%], once more with 4x the rounds +8.0%" in row.reason
     # Shown as the pair that decided measured it, not as the first, which was picked for looking
     # slow (trial 16: +20.1 % headed a row whose later pairs read +1.6 % and +11.4 %).
     assert (row.change, row.low, row.high) == pytest.approx((0.08, 0.031, 0.13))
-    row = _judged(FIRST, noisy, 0.05, (4, again(0.7, -1.1, 2.6)))
+    row = by_new_pair(FIRST, noisy, 0.05, (4, again(0.7, -1.1, 2.6)))
     assert row.regression is False and row.confirmed is False
 
 
 def test_a_last_pair_that_withdraws_a_regression_is_judged_with_every_pair():
     first = replace(FIRST, change=0.055, low=0.013, high=0.098)
     noisy = with_detectable(again(-0.3, -6.5, 6.3), 14.0)
-    row = _judged(first, noisy, 0.05, (4, with_detectable(again(-0.1, -3.1, 2.9), 4.0)))
+    row = by_new_pair(first, noisy, 0.05, (4, with_detectable(again(-0.1, -3.1, 2.9), 4.0)))
     assert row.regression is False and "the spread between the pairs counted" in row.reason
     # Three pairs, not the first and the last alone (trial 21: one degree of freedom showed
     # -0.1 % [-3.1, +2.9] as [-39, +64], "detects 388 %").
@@ -184,12 +184,12 @@ def test_a_last_pair_that_withdraws_a_regression_is_judged_with_every_pair():
 
 def test_a_withdrawn_row_shows_the_pair_that_withdrew_it_and_is_not_measured_again_for_nothing():
     near = {**with_detectable(again(4.0, -1.1, 9.4), 8.0), "baseline": 0.1, "current": 0.104}
-    row = _judged(FIRST, near, 0.05)  # within the first pair's reach: its own numbers
+    row = by_new_pair(FIRST, near, 0.05)  # within the first pair's reach: its own numbers
     assert (row.change, row.low, row.high) == pytest.approx((0.04, -0.011, 0.094))
     assert row.current_value == pytest.approx(0.104)
     assert "first +10.9% [+4.2%, +18.0%], again +4.0%" in row.reason  # the first pair, in words
     precise = {**with_detectable(again(0.7, -1.1, 2.6), 2.0), "baseline": 0.1, "current": 0.1007}
-    row = _judged(FIRST, precise, 0.05)
+    row = by_new_pair(FIRST, precise, 0.05)
     # Ten points from the first pair, beyond both pairs' rounds: an offset between processes,
     # which the new pair's narrow interval alone would show as a precise "no change".
     assert row.verdict == "inconclusive" and row.change == pytest.approx(0.007)
@@ -197,7 +197,7 @@ def test_a_withdrawn_row_shows_the_pair_that_withdrew_it_and_is_not_measured_aga
     assert "the spread between the pairs counted" in row.reason
     assert factor_for(row, 0.05, 4) == 0  # more rounds cannot resolve an offset between pairs
     wide = with_detectable(again(6.0, -2.0, 14.0), 12.0)
-    assert factor_for(_judged(FIRST, wide, 0.05), 0.05, 4) == 4  # still open, leaning slower
+    assert factor_for(by_new_pair(FIRST, wide, 0.05), 0.05, 4) == 4  # still open, leaning slower
 
 
 def test_a_withdrawn_row_the_new_pair_shows_within_the_threshold_is_unchanged():
@@ -205,12 +205,12 @@ def test_a_withdrawn_row_the_new_pair_shows_within_the_threshold_is_unchanged():
     # "inconclusive" beside an interval that settled it.
     first = replace(FIRST, change=0.038, low=0.004, high=0.073)
     settled = {**again(1.3, 0.46, 2.14), "verdict": "unchanged"}
-    row = _judged(first, settled, 0.03)
+    row = by_new_pair(first, settled, 0.03)
     assert (row.verdict, row.regression, row.confirmed) == ("unchanged", False, False)
     assert (row.change, row.low, row.high) == pytest.approx((0.013, 0.0046, 0.0214))
     assert "not confirmed by a new pair of processes: first +3.8%" in row.reason
     # A new pair that cannot settle it leaves the row open.
-    row = _judged(first, {**again(1.8, -0.5, 4.1), "verdict": "inconclusive"}, 0.03)
+    row = by_new_pair(first, {**again(1.8, -0.5, 4.1), "verdict": "inconclusive"}, 0.03)
     assert row.verdict == "inconclusive"
 
 
@@ -231,16 +231,16 @@ IMPROVED = replace(
     ],
 )
 def test_an_improvement_stands_only_where_a_new_pair_agrees(measured, verdict):
-    from pytest_tpu.sameref.confirm import _improvement
+    from pytest_tpu.sameref.judge import improvement
 
-    row = _improvement(IMPROVED, measured, 0.03)
+    row = improvement(IMPROVED, measured, 0.03)
     assert row.verdict == verdict and not row.regression
     assert (
         "confirmed by a new pair" if verdict == "faster" else "not confirmed by a new pair"
     ) in (row.reason)
     # The row shows the pair that confirmed or withdrew it.
     assert row.change == pytest.approx(measured["change_pct"] / 100)
-    assert _improvement(IMPROVED, None, 0.03).verdict == "inconclusive"
+    assert improvement(IMPROVED, None, 0.03).verdict == "inconclusive"
 
 
 # One pair sure of +3.8 % [+3.6, +4.0] at a 5 % threshold: ``inconclusive`` (``rows.one_pair``).
@@ -262,7 +262,7 @@ UNDER = replace(
 def test_a_slowdown_one_pair_measured_under_the_threshold_is_decided_by_the_pairs(
     later, regression
 ):
-    row = _across(UNDER, later, 0.05)
+    row = by_pairs(UNDER, later, 0.05)
     assert row.regression is regression
     assert row.noise_source.startswith("3 pairs of processes in this job")
     if regression:

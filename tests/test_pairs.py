@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.sameref.confirm import _across
+from pytest_tpu.sameref.judge import by_pairs
 from pytest_tpu.sameref.pairs import across, disagree, still_open
 
 
@@ -56,7 +56,7 @@ def test_the_spread_of_three_pairs_is_the_uncertainty_of_the_new_two():
 def test_a_regression_judged_on_the_pairs_spread(third, verdict, stands):
     before = first(0.032, 0.031, 0.033) if not stands else first(0.21, 0.208, 0.212)
     second = again(2.9, 2.8, 3.0) if not stands else again(17.5, 17.3, 17.7)
-    row = _across(before, [second, third], 0.03)
+    row = by_pairs(before, [second, third], 0.03)
     assert row.verdict == verdict and row.regression is stands and row.confirmed is stands
     assert "the spread between pairs counted" in row.reason and "a third pair" in row.reason
     assert row.noise_source.startswith("3 pairs of processes in this job, paired rounds")
@@ -64,7 +64,7 @@ def test_a_regression_judged_on_the_pairs_spread(third, verdict, stands):
 
 
 def test_without_a_third_measurement_the_two_pairs_decide():
-    row = _across(first(0.21, 0.208, 0.212), [again(17.5, 17.3, 17.7), None], 0.05)
+    row = by_pairs(first(0.21, 0.208, 0.212), [again(17.5, 17.3, 17.7), None], 0.05)
     assert row.regression and "confirmed by a new pair of processes" in row.reason
 
 
@@ -78,7 +78,7 @@ def test_three_pairs_that_leave_a_regression_open_are_joined_by_two_more():
     # Two more pairs near the truth: four degrees of freedom and four new pairs resolve it.
     five = [*three, again(9.6, 9.4, 9.8), again(10.4, 10.2, 10.6)]
     assert not still_open(across(before, five), 0.05)
-    row = _across(before, five, 0.05)
+    row = by_pairs(before, five, 0.05)
     assert row.verdict == "slower" and row.regression and row.confirmed
     assert row.noise_source.startswith("5 pairs of processes in this job")
     assert "a third pair +13.3% [+13.1%, +13.5%], then +9.6% [+9.4%, +9.8%], then +10.4%" in (
@@ -92,5 +92,5 @@ def test_three_pairs_that_leave_a_regression_open_are_joined_by_two_more():
         again(0.6, 0.4, 0.8),
     ]
     assert still_open(across(first(0.032, 0.031, 0.033), fluke[:2]), 0.03)
-    row = _across(first(0.032, 0.031, 0.033), fluke, 0.03)
+    row = by_pairs(first(0.032, 0.031, 0.033), fluke, 0.03)
     assert row.verdict == "inconclusive" and not row.regression

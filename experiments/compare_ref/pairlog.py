@@ -20,7 +20,7 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.stats import pair_differences
 from pytest_tpu.results import BenchResult
-from pytest_tpu.sameref import confirm, rows
+from pytest_tpu.sameref import nested, rows
 from pytest_tpu.sameref.turns import Rounds
 
 OUT_ENV = "PAIRLOG_OUT"
@@ -29,9 +29,9 @@ _compare_one = rows.compare_one
 
 
 def _stage() -> str:
-    if confirm.factors():
+    if nested.factors():
         return "rounds"
-    return "confirm" if confirm.confirming() else "first"
+    return "confirm" if nested.confirming() else "first"
 
 
 def logged_compare_one(
@@ -44,7 +44,7 @@ def logged_compare_one(
         "nodeid": head.nodeid,
         "session": os.environ.get(SESSION_ENV, ""),
         "stage": _stage(),
-        "factor": confirm.factors().get(head.nodeid, 1),
+        "factor": nested.factors().get(head.nodeid, 1),
         "pid": os.getpid(),
         "time": time.time(),
         "threshold": threshold,

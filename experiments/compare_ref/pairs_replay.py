@@ -52,7 +52,7 @@ from blocks import NAME_RE, arm_of, load  # noqa: E402
 from pytest_tpu.gate.compare import Row  # noqa: E402
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE  # noqa: E402
 from pytest_tpu.results import BenchResult  # noqa: E402
-from pytest_tpu.sameref import confirm, pairs, rows  # noqa: E402
+from pytest_tpu.sameref import judge, pairs, rows  # noqa: E402
 from pytest_tpu.sameref.turns import Rounds  # noqa: E402
 from pytest_tpu.summary import from_gate_row  # noqa: E402
 
@@ -112,18 +112,18 @@ def judged(first: Row, draws: Iterator[Row], threshold: float, rule: str) -> Row
     new = rule != "old"
     if first.regression:
         again = reported(next(draws))
-        if confirm.once_more(again, threshold, 4):
-            return confirm._judged(first, again, threshold, (4, reported(next(draws))))
-        more = confirm.to_more_pairs if new else lambda _, row, t: confirm._confirms(row, t)
+        if judge.once_more(again, threshold, 4):
+            return judge.by_new_pair(first, again, threshold, (4, reported(next(draws))))
+        more = judge.to_more_pairs if new else lambda _, row, t: judge.confirms(row, t)
         if more(first, again, threshold):
-            return confirm._across(first, _pairs_of(first, draws, threshold, again), threshold)
-        return confirm._judged(first, again, threshold)
+            return judge.by_pairs(first, _pairs_of(first, draws, threshold, again), threshold)
+        return judge.by_new_pair(first, again, threshold)
     if first.status == "compared" and first.verdict == "faster":
-        return confirm._improvement(first, reported(next(draws)), threshold)
+        return judge.improvement(first, reported(next(draws)), threshold)
     if (rule == "new" and rows.doubtful(first, threshold)) or (
         rule == "quarter" and quarter(first, threshold)
     ):
-        return confirm._across(first, _pairs_of(first, draws, threshold), threshold)
+        return judge.by_pairs(first, _pairs_of(first, draws, threshold), threshold)
     return first
 
 

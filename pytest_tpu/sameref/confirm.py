@@ -47,35 +47,27 @@ withdrawn by new pairs whose 8-11 rounds gave intervals 18-26 points wide, such 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_tpu.gate.compare import Row, interval_agrees, with_change
-from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import TAIL, Change
-from pytest_tpu.sameref import pairs, seed, worktree
-from pytest_tpu.sameref.reportrow import number, numbers
-from pytest_tpu.sameref.rows import TAIL_ENV, doubtful, factor_within
-from pytest_tpu.sameref.swap import SWAPPED_KEY, Swap, inverted
-
-CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
-ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a session with more rounds, as JSON
-TIMEOUT_S = 3600.0
-GRACE_S = 1.0  # a nested session that got the same Ctrl-C is cleaning up already
-STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and remove its worktree
-
-
-def confirming() -> bool:
-    """Whether this session is itself the re-measurement."""
-    return bool(os.environ.get(CONFIRM_ENV))
+from pytest_tpu.gate.compare import Row
+from pytest_tpu.gate.stats import TAIL
+from pytest_tpu.sameref import pairs
+from pytest_tpu.sameref.judge import (
+    by_new_pair,
+    by_pairs,
+    improvement,
+    improves,
+    interval_text,
+    once_more,
+    to_more_pairs,
+)
+from pytest_tpu.sameref.nested import CONFIRM_ENV, ROUNDS_ENV, factors, nested
+from pytest_tpu.sameref.rows import TAIL_ENV, doubtful
+from pytest_tpu.sameref.swap import Swap
 
 
 def more_rounds_for(
@@ -97,27 +89,6 @@ def more_rounds_for(
             had = inherited.get(nodeid, 1)
             wanted[nodeid] = max(had, min(most, factor * had))
     return wanted
-
-
-def factors() -> dict[str, int]:
-    """The round factor of each benchmark of a session with more rounds, by node id."""
-    try:
-        found = json.loads(os.environ.get(ROUNDS_ENV) or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(found, dict):
-        return {}
-    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and v > 1}
-
-
-def command(
-    nodeids: Sequence[str], commit: str, pct: float, report: Path, measuring: Sequence[str]
-) -> list[str]:
-    return [
-        sys.executable, "-m", "pytest", *nodeids, "-q", "-p", "no:cacheprovider",
-        "-p", "no:randomly", f"--compare-ref={commit}", f"--fail-on-regression={pct:g}",
-        f"--tpu-report={report}", *measuring,
-    ]  # fmt: skip
 
 
 def remeasure(
@@ -171,11 +142,11 @@ def remeasure(
         for n in failing
         if n not in wanted and to_more_pairs(by_id[n], again.get(n), thresholds[n])
     ]
-    agreed += [n for n in under if _interval(again.get(n) or {}) is not None]
+    agreed += [n for n in under if interval_text(again.get(n) or {}) is not None]
     # An improvement the new pair agrees with goes to a third pair too: one new pair can share
     # the first one's offset as well for a speed-up (seen: an unchanged 56 µs tokenizer -6.9 %
     # "faster", confirmed by one new pair).
-    agreed += [n for n in improving if _improves(again.get(n), thresholds[n])]
+    agreed += [n for n in improving if improves(again.get(n), thresholds[n])]
     last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
@@ -202,21 +173,15 @@ def remeasure(
         nodeid, threshold = row.nodeid, thresholds[row.nodeid]
         if nodeid in improving:
             pairs_later = later.get(nodeid) if not problem else None
-            judged.append(_improvement(row, again.get(nodeid), threshold, pairs_later))
+            judged.append(improvement(row, again.get(nodeid), threshold, pairs_later))
         elif nodeid in standing:
             judged.append(row)
         elif nodeid in agreed and not problem:
-            judged.append(_across(row, later[nodeid], threshold))
+            judged.append(by_pairs(row, later[nodeid], threshold))
         else:
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
-            judged.append(_judged(row, again.get(nodeid), threshold, extra))
+            judged.append(by_new_pair(row, again.get(nodeid), threshold, extra))
     return judged, line + _outcome(judged, failing, improving, under)
-
-
-def to_more_pairs(first: Row, again: Mapping[str, Any] | None, threshold: float) -> bool:
-    """Whether a regression goes to a third pair (``remeasure``): the new pair's row ``again``
-    agrees with it, or lies further from it than both pairs' rounds allow."""
-    return _confirms(again, threshold) or pairs.disagree(first, again)
 
 
 def _confirming(rows: Iterable[Row]) -> dict[str, str]:
@@ -243,217 +208,6 @@ def _outcome(
         reached = sum(row.regression for row in judged if row.nodeid in under)
         found.append(f"{reached} of {len(under)} slowdown(s) under the threshold reach it")
     return f" ({'; '.join(found)})"
-
-
-def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> int:
-    """How many times its rounds a last pair needs where the new pair ``again`` (a report row, in
-    percent) could not tell either way; 0 where it could (or ``most`` allows no more)."""
-    if again is None or most < 2:
-        return 0
-    found = numbers(again, "ci_low", "ci_high", "detectable_pct")
-    if found is None:
-        return 0
-    low, high, detectable = found
-    limit = threshold * 100
-    # Below zero and past the threshold, with a threshold it could not reliably catch: noise.
-    if low > 0 or high < limit or not detectable > limit:
-        return 0
-    return factor_within(detectable / 100, threshold, most)
-
-
-def nested(
-    nodeids: Sequence[str],
-    commit: str,
-    pct: float,
-    rootdir: Path,
-    measuring: Sequence[str],
-    env: Mapping[str, str],
-    swap: Swap | None = None,
-) -> tuple[dict[str, Mapping[str, Any]], str]:
-    """Run a nested ``--compare-ref`` session of ``nodeids`` with ``env`` added: its report's
-    time rows by name, or why there are none ("did not run (...)", "gave no comparison (...)").
-    With ``swap``, the base's code leads and the rows are turned back (``swap``)."""
-    cwd, added = (swap.cwd, swap.env()) if swap is not None else (rootdir, {})
-    with tempfile.TemporaryDirectory(prefix="pytest-tpu-again-") as folder:
-        report = Path(folder) / "again.json"
-        args = command(nodeids, commit, pct, report, measuring)
-        try:
-            code, output = _run(args, cwd, {**os.environ, **env, **added, **seed.for_new_pair()})
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return {}, f"did not run ({exc})"
-        again = report_rows(report)
-        if swap is not None:
-            again = {name: inverted(row) for name, row in again.items()}
-    if not again:
-        tail = " | ".join(output.strip().splitlines()[-2:])
-        return {}, f"gave no comparison (exit {code}: {tail})"
-    return again, ""
-
-
-def _run(args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, str]:
-    """Run the nested session to its end; its exit code and output.
-
-    Whatever stops the wait (a timeout, Ctrl-C, SIGTERM turned into KeyboardInterrupt) stops the
-    nested session the way it cleans up: SIGTERM, so that it ends its own base session and
-    removes its worktree. ``subprocess.run`` would SIGKILL it and leave both behind.
-    """
-    with tempfile.TemporaryFile() as out:  # a file, not a pipe: nothing needs draining
-        process = subprocess.Popen(
-            list(args), cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            code = process.wait(timeout=TIMEOUT_S)
-        except BaseException:
-            _stop(process, cwd)
-            raise
-        out.seek(0)
-        return code, out.read().decode("utf-8", errors="replace")
-
-
-def _stop(process: subprocess.Popen[bytes], cwd: Path) -> None:
-    """End a nested session: a moment for a Ctrl-C it got too, then SIGTERM, then SIGKILL."""
-    for wait, stop in ((GRACE_S, process.terminate), (STOP_S, process.kill)):
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            stop()
-        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting politely
-            stop()
-    process.wait()
-    # Killed outright, it could not remove its worktree: remove it now that its owner is gone.
-    with contextlib.suppress(worktree.RefError):
-        worktree.remove_stale(worktree.repository_root(cwd))
-
-
-def report_rows(report: Path) -> dict[str, Mapping[str, Any]]:
-    try:
-        document = json.loads(report.read_text())
-        rows = document["comparison"]["rows"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {str(r["name"]): r for r in rows if isinstance(r, dict) and r.get("metric") == "time"}
-
-
-def _judged(
-    row: Row,
-    again: Mapping[str, Any] | None,
-    threshold: float,
-    extra: tuple[int, Mapping[str, Any] | None] | None = None,
-) -> Row:
-    """``row`` confirmed or withdrawn by the new pair's row ``again`` (threshold 0.05: 5 %), or,
-    where that pair could not tell, by ``extra``: the last pair's factor of rounds and row."""
-    if not row.regression:
-        return row
-    if again is None:
-        return _withdrawn(row, "the re-measurement has no row for it")
-    interval = _interval(again)
-    if interval is None:
-        return _withdrawn(row, f"the re-measurement was {again.get('verdict')}: no interval")
-    text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {interval}"
-    every = [again]  # the new pairs, for the spread between pairs below
-    if extra is not None:
-        factor, last = extra
-        again = last or {}
-        every.append(again)
-        interval = _interval(again)
-        if interval is None:
-            return _withdrawn(row, f"not confirmed: {text}; once more, no interval")
-        text += f", once more with {factor}x the rounds {interval}"
-    if _confirms(again, threshold):
-        return _confirmed_by(row, again, text)
-    # Both pairs sure of a slowdown of at least half the threshold, the new one that it is below
-    # the threshold: slower, no more. (Not the new pair's verdict: one pair alone says no more
-    # than ``inconclusive`` there, ``rows.one_pair``; two pairs are what it lacks.)
-    low, change = numbers(again, "ci_low", "change_pct") or [0.0, 0.0]  # _interval found them
-    why = f"not confirmed by a new pair of processes: {text}"
-    if low > 0 and change >= threshold * 50:  # half the threshold, in percent
-        return _withdrawn(row, why, "slower", again)
-    # Every pair counts: the first and the last alone leave one degree of freedom, and an
-    # interval 12.7 standard errors wide each way (trial 21: -0.1 % [-3.1, +2.9] by the last
-    # pair, shown as [-39, +64] "detects 388 %").
-    found = pairs.across(row, every) if pairs.disagree(row, again) else None
-    if found is not None:
-        # Further apart than both pairs' rounds allow: the new pair's own interval would show an
-        # offset between processes as a precise "no change" (seen: a 30 us function read +7.8 %
-        # [+7.1, +8.4], then +0.3 % [-0.2, +0.8], shown "inconclusive" beside that interval).
-        return _on_spread(row, found, f"{why}; the spread between the pairs counted", threshold)
-    # Two pairs within each other's reach, the new one precise enough to show the change within
-    # the threshold, and under half of it: its own verdict, as a first pair's would be (trial 17:
-    # +1.3 % [+0.5, +2.1] under a 3 % threshold read "inconclusive", beside an interval that
-    # settled it).
-    still = "unchanged" if again.get("verdict") == "unchanged" else "inconclusive"
-    return _withdrawn(row, why, still, again)
-
-
-def _improves(again: Mapping[str, Any] | None, threshold: float) -> bool:
-    """Whether a new pair's report row agrees with an improvement: its 95 % interval lies below
-    zero and reaches the threshold below it (the rule for a regression, mirrored)."""
-    found = None if again is None else numbers(again, "ci_low", "ci_high")
-    return found is not None and found[1] < 0 and found[0] <= -threshold * 100
-
-
-def _improvement(
-    row: Row,
-    again: Mapping[str, Any] | None,
-    threshold: float,
-    later: Sequence[Mapping[str, Any] | None] | None = None,
-) -> Row:
-    """``row``, faster by the threshold or more in one pair, confirmed where the new pair agrees
-    (``_improves``) and, with a third pair's row in ``later``, the spread of all the pairs does
-    too; ``inconclusive`` otherwise, with the new pairs' numbers."""
-    interval = None if again is None else _interval(again)
-    if again is None or interval is None:
-        why = "not confirmed: the new pair of processes has no interval for it"
-        return replace(row, verdict="inconclusive", reason=why)
-    if later and (found := pairs.across(row, later)) is not None:
-        return _faster_across(row, found, later, threshold)
-    text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {interval}"
-    if _improves(again, threshold):
-        return _confirmed_by(row, again, text)
-    why = f"not confirmed by a new pair of processes: {text}"
-    fields = measured_as(row, again)
-    return replace(row, verdict="inconclusive", confirmed=False, reason=why, **fields)
-
-
-def _faster_across(
-    row: Row, found: Change, later: Sequence[Mapping[str, Any] | None], threshold: float
-) -> Row:
-    """``row``, an improvement the new pair agreed with, judged on the spread of every pair."""
-    text = _pairs_text(row, later)
-    measured = _measured_across(row, found)
-    if found.high < 0 and found.low <= -threshold:
-        why = f"confirmed by new pairs of processes, the spread between pairs counted ({text})"
-        return replace(measured, verdict="faster", confirmed=True, reason=why)
-    why = f"not confirmed by new pairs of processes, the spread between pairs counted: {text}"
-    return replace(measured, verdict="inconclusive", confirmed=False, reason=why)
-
-
-def _pairs_text(row: Row, later: Sequence[Mapping[str, Any] | None]) -> str:
-    """Every pair's change and interval, the first one's first."""
-    shown = [str(_interval(one or {})) for one in later]
-    return (
-        f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {shown[0]}, "
-        f"a third pair {shown[1]}" + "".join(f", then {one}" for one in shown[2:])
-    )
-
-
-def _confirmed_by(row: Row, again: Mapping[str, Any], text: str) -> Row:
-    """``row`` confirmed by the new pair's report row ``again``, shown with that pair's numbers:
-    the first pair was picked for looking slow (or fast), so it overstates (trial 16: +20.1 %
-    headed a row whose later pairs read +1.6 % and +11.4 %); ``text`` keeps every pair's."""
-    why = f"confirmed by a new pair of processes ({text})"
-    return replace(row, confirmed=True, reason=why, **measured_as(row, again))
-
-
-def _confirms(again: Mapping[str, Any] | None, threshold: float) -> bool:
-    """Whether a new pair's report row agrees with a regression: its own gate fails, or its 95 %
-    interval lies above zero and reaches the threshold."""
-    if again is None:
-        return False
-    low, high = numbers(again, "ci_low", "ci_high") or [0.0, 0.0]
-    return again.get("regression") is True or interval_agrees(low, high, threshold * 100)
 
 
 @dataclass(frozen=True)
@@ -494,73 +248,3 @@ class _Spread:
             for nodeid in opened:
                 later[nodeid].append(found.get(nodeid))
         return set(), note
-
-
-def _across(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: float) -> Row:
-    """``row`` confirmed or withdrawn by the new pairs' rows ``later``, uncertain by the spread of
-    them all and the first (``pairs``): each pair's interval is its rounds' own, and only the
-    spread between pairs shows an offset between processes."""
-    found = pairs.across(row, later)
-    if found is None:  # no third measurement: the two pairs decide
-        return _judged(row, later[0], threshold)
-    text = _pairs_text(row, later)  # each pair has an interval: across found them
-    # A row one pair measured under the threshold (``rows.doubtful``) was no regression yet.
-    was = row.regression
-    if found.low > 0 and found.high >= threshold:  # the rule of _judged, on the pairs' spread
-        how = "confirmed by" if was else "a regression by"
-        why = f"{how} new pairs of processes, the spread between pairs counted ({text})"
-        measured = _measured_across(row, found)
-        return replace(measured, verdict="slower", regression=True, confirmed=True, reason=why)
-    how = "not confirmed by" if was else "measured by"
-    why = f"{how} new pairs of processes, the spread between pairs counted: {text}"
-    return _on_spread(row, found, why, threshold)
-
-
-def _measured_across(row: Row, found: Change) -> Row:
-    """``row`` with the change the pairs measured together."""
-    base = row.base_value
-    current = None if base is None else base * (1 + found.estimate)
-    return replace(with_change(row, found), current_value=current)
-
-
-def _on_spread(row: Row, found: Change, why: str, threshold: float) -> Row:
-    """``row`` withdrawn, with the change and interval of several pairs, uncertain by their
-    spread: ``slower`` where that interval lies above zero and the change is at least half the
-    threshold, ``inconclusive`` otherwise."""
-    still = "slower" if found.low > 0 and found.estimate >= threshold / 2 else "inconclusive"
-    measured = _measured_across(row, found)
-    return replace(measured, verdict=still, regression=False, confirmed=False, reason=why)
-
-
-def _interval(row: Mapping[str, Any]) -> str | None:
-    """A report row's change and 95 % interval as text, or None where it has none."""
-    found = numbers(row, "change_pct", "ci_low", "ci_high")
-    if found is None:
-        return None
-    change, low, high = found
-    roles = " (roles swapped)" if row.get(SWAPPED_KEY) else ""
-    return f"{change:+.1f}% [{low:+.1f}%, {high:+.1f}%]{roles}"
-
-
-def _withdrawn(
-    row: Row, why: str, verdict: str = "inconclusive", last: Mapping[str, Any] | None = None
-) -> Row:
-    """``row`` withdrawn; with the numbers of ``last``, the pair that withdrew it, where given:
-    a row more rounds would resolve is then measured again only if that pair leaves it open."""
-    fields = measured_as(row, last) if last is not None else {}
-    return replace(row, verdict=verdict, regression=False, confirmed=False, reason=why, **fields)
-
-
-def measured_as(row: Row, again: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of ``row`` that a new pair's report row ``again`` (in percent) measured."""
-    return {
-        "change": number(again, "change_pct", 100),
-        "low": number(again, "ci_low", 100),
-        "high": number(again, "ci_high", 100),
-        "confidence": number(again, "confidence_pct", 100),
-        "detectable": number(again, "detectable_pct", 100),
-        "noise_source": str(again.get("noise_source") or row.noise_source),
-        "base_value": number(again, "baseline") or row.base_value,
-        "current_value": number(again, "current") or row.current_value,
-        "statistic": TAIL if again.get("statistic") == TAIL else "",
-    }

@@ -37,7 +37,7 @@ from pytest_tpu.gate.compare import (
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import confirm, layout, resolve, seed, worktree
+from pytest_tpu.sameref import confirm, layout, nested, resolve, seed, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run
 from pytest_tpu.sameref.sizing import size_rounds_on_turns
@@ -217,7 +217,7 @@ class HeadPlugin:
         self.base_runs: list[dict[str, list[float]]] = []
         self.core = shared_core()
         self.own: dict[str, float] = {}  # a benchmark's own time threshold (fraction), by marker
-        self.factors = confirm.factors()  # more rounds, when this session resolves rows
+        self.factors = nested.factors()  # more rounds, when this session resolves rows
 
     # -------------------------------------------------------------- start
 
@@ -473,7 +473,7 @@ class HeadPlugin:
         two processes (new-user trial 21, no gate: unchanged code ``SLOWER`` "99.9 % sure" in 6
         of 9 sessions). Under the gate, rows the rounds could not resolve are measured again with
         more of them (``resolve``)."""
-        if confirm.confirming():
+        if nested.confirming():
             return rows
         if session.exitstatus != pytest.ExitCode.OK:
             return rows  # tests failed: the session fails anyway, no time is spent on this
@@ -570,7 +570,7 @@ class BasePlugin:
     def __init__(self, follower: Follower) -> None:
         self.follower = follower
         self.core = core_from_env()
-        self.factors = confirm.factors()
+        self.factors = nested.factors()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -27,14 +27,14 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import SPREAD_OF_PAIRS
-from pytest_tpu.sameref import confirm
+from pytest_tpu.sameref import judge, nested
 from pytest_tpu.sameref.reportrow import number
 from pytest_tpu.sameref.rows import factor_within
 
 
 def resolving() -> bool:
     """Whether this session is itself a re-measurement with more rounds."""
-    return bool(os.environ.get(confirm.ROUNDS_ENV))
+    return bool(os.environ.get(nested.ROUNDS_ENV))
 
 
 def factor_for(row: Row, threshold: float, most: int) -> int:
@@ -92,8 +92,8 @@ def resolve(
     }
     if not wanted:
         return list(rows), ""
-    factors_env = {confirm.ROUNDS_ENV: json.dumps(wanted)}
-    again, problem = confirm.nested(list(wanted), commit, percent, rootdir, measuring, factors_env)
+    factors_env = {nested.ROUNDS_ENV: json.dumps(wanted)}
+    again, problem = nested.nested(list(wanted), commit, percent, rootdir, measuring, factors_env)
     if problem:
         return list(rows), f"the re-measurement with more rounds {problem}"
     line = (
@@ -126,5 +126,5 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
         confirmed=again.get("confirmed") if isinstance(again.get("confirmed"), bool) else None,
         reason=f"measured again with {factor}x the rounds in a new pair of processes ({first})"
         + (f"; {note}" if note else ""),
-        **confirm.measured_as(row, again),
+        **judge.measured_as(row, again),
     )

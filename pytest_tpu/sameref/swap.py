@@ -62,7 +62,7 @@ def _turned(percent: float | None) -> float | None:
 def inverted(row: Mapping[str, Any]) -> dict[str, Any]:
     """A report row of a pair with the roles swapped (its head ran the base's code), as head
     against base: the change and its interval turned over, the sides and the verdict swapped.
-    Its own gate's word is dropped: the rules of ``confirm`` judge it on its numbers."""
+    Its own gate's word is dropped: the rules of ``judge`` judge it on its numbers."""
     out = dict(row)
     low, high = _turned(number(row, "ci_high")), _turned(number(row, "ci_low"))
     sure = number(row, "confidence_pct")

@@ -1,0 +1,128 @@
+"""A nested ``--compare-ref`` session: a new pair of processes that measures some benchmarks again.
+
+It runs as a child of the session (``pytest --compare-ref=COMMIT`` on just those node ids, its
+report in a temporary file), in the base's worktree where the roles are swapped, and is stopped
+the way it cleans up (SIGTERM) whatever ends the wait for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_tpu.sameref import seed, worktree
+from pytest_tpu.sameref.swap import Swap, inverted
+
+CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
+ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a session with more rounds, as JSON
+TIMEOUT_S = 3600.0
+GRACE_S = 1.0  # a nested session that got the same Ctrl-C is cleaning up already
+STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and remove its worktree
+
+
+def confirming() -> bool:
+    """Whether this session is itself the re-measurement."""
+    return bool(os.environ.get(CONFIRM_ENV))
+
+
+def factors() -> dict[str, int]:
+    """The round factor of each benchmark of a session with more rounds, by node id."""
+    try:
+        found = json.loads(os.environ.get(ROUNDS_ENV) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and v > 1}
+
+
+def command(
+    nodeids: Sequence[str], commit: str, pct: float, report: Path, measuring: Sequence[str]
+) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", *nodeids, "-q", "-p", "no:cacheprovider",
+        "-p", "no:randomly", f"--compare-ref={commit}", f"--fail-on-regression={pct:g}",
+        f"--tpu-report={report}", *measuring,
+    ]  # fmt: skip
+
+
+def nested(
+    nodeids: Sequence[str],
+    commit: str,
+    pct: float,
+    rootdir: Path,
+    measuring: Sequence[str],
+    env: Mapping[str, str],
+    swap: Swap | None = None,
+) -> tuple[dict[str, Mapping[str, Any]], str]:
+    """Run a nested ``--compare-ref`` session of ``nodeids`` with ``env`` added: its report's
+    time rows by name, or why there are none ("did not run (...)", "gave no comparison (...)").
+    With ``swap``, the base's code leads and the rows are turned back (``swap``)."""
+    cwd, added = (swap.cwd, swap.env()) if swap is not None else (rootdir, {})
+    with tempfile.TemporaryDirectory(prefix="pytest-tpu-again-") as folder:
+        report = Path(folder) / "again.json"
+        args = command(nodeids, commit, pct, report, measuring)
+        try:
+            code, output = _run(args, cwd, {**os.environ, **env, **added, **seed.for_new_pair()})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return {}, f"did not run ({exc})"
+        again = report_rows(report)
+        if swap is not None:
+            again = {name: inverted(row) for name, row in again.items()}
+    if not again:
+        tail = " | ".join(output.strip().splitlines()[-2:])
+        return {}, f"gave no comparison (exit {code}: {tail})"
+    return again, ""
+
+
+def _run(args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, str]:
+    """Run the nested session to its end; its exit code and output.
+
+    Whatever stops the wait (a timeout, Ctrl-C, SIGTERM turned into KeyboardInterrupt) stops the
+    nested session the way it cleans up: SIGTERM, so that it ends its own base session and
+    removes its worktree. ``subprocess.run`` would SIGKILL it and leave both behind.
+    """
+    with tempfile.TemporaryFile() as out:  # a file, not a pipe: nothing needs draining
+        process = subprocess.Popen(
+            list(args), cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            code = process.wait(timeout=TIMEOUT_S)
+        except BaseException:
+            _stop(process, cwd)
+            raise
+        out.seek(0)
+        return code, out.read().decode("utf-8", errors="replace")
+
+
+def _stop(process: subprocess.Popen[bytes], cwd: Path) -> None:
+    """End a nested session: a moment for a Ctrl-C it got too, then SIGTERM, then SIGKILL."""
+    for wait, stop in ((GRACE_S, process.terminate), (STOP_S, process.kill)):
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            stop()
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting politely
+            stop()
+    process.wait()
+    # Killed outright, it could not remove its worktree: remove it now that its owner is gone.
+    with contextlib.suppress(worktree.RefError):
+        worktree.remove_stale(worktree.repository_root(cwd))
+
+
+def report_rows(report: Path) -> dict[str, Mapping[str, Any]]:
+    try:
+        document = json.loads(report.read_text())
+        rows = document["comparison"]["rows"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {str(r["name"]): r for r in rows if isinstance(r, dict) and r.get("metric") == "time"}
