@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tpu.gate import baseline as store
+from pytest_tpu.gate import loading
 from pytest_tpu.gate.history import summarize
 from pytest_tpu.options import parse_baseline_name
 from pytest_tpu.results import BenchResult
@@ -237,10 +238,10 @@ def test_schema_2_samples_too_large_for_a_float_are_refused(tmp_path):
 
 def test_absurd_sizes_are_refused(tmp_path, monkeypatch):
     path = saved(tmp_path)
-    monkeypatch.setattr(store, "MAX_BENCHMARKS", 0)
+    monkeypatch.setattr(loading, "MAX_BENCHMARKS", 0)
     with pytest.raises(store.BaselineError, match="more than the limit of 0"):
         store.load(path)
-    monkeypatch.setattr(store, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(loading, "MAX_FILE_BYTES", 100)
     with pytest.raises(store.BaselineError, match="100-byte limit"):
         store.load(path)
 
