@@ -3,7 +3,7 @@
 A shared machine's speed drifts within seconds, so the kernel is timed next to each round: round
 ``i``'s ratio ``bench_i / ref_i`` then carries the work of the code under test with the machine's
 momentary speed divided out, wherever the kernel tracks the benchmark. Whether it does is decided
-later per benchmark (``compare.measure`` uses the ratios only where they are more certain than the
+later per benchmark (``measure.measure`` uses the ratios only where they are more certain than the
 raw rounds), so a kernel never makes a verdict worse.
 
 Both benchmark styles get the same treatment: pytest-benchmark runs every round, in ``pedantic``

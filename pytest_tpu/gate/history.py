@@ -71,7 +71,7 @@ class RunSummary:
     # CPU cores other processes took during the call, and this process took (``contention``).
     others: float | None = None
     own: float | None = None
-    # The mean of all rounds, for the tail check (``compare.tail``); None in runs saved before.
+    # The mean of all rounds, for the tail check (``gate.tail``); None in runs saved before.
     mean: Estimate | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -25,8 +25,8 @@ MAX_BLOCKS = 8  # contiguous blocks of a run for batch means
 MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estimated
 CONFIDENCE = 0.95  # the interval shown
 SPREAD_OF_PAIRS = "pairs of processes in this job"  # names a same-job row judged on that spread
-FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``compare.decide``)
-TAIL = "mean of all rounds"  # names a row failed on slow calls in the tail (``compare.tail``)
+FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``verdict.decide``)
+TAIL = "mean of all rounds"  # names a row failed on slow calls in the tail (``gate.tail``)
 POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change
 # One saved run: the assumed spread between sessions is held as uncertain as three saved runs
 # would leave a measured one (2 degrees of freedom). A slowdown must then be 9.8 assumed standard
@@ -63,7 +63,7 @@ def lower_mean(samples: Sequence[float], fraction: float = LOWER_FRACTION) -> fl
 
 def mean(samples: Sequence[float]) -> float:
     """Mean of all the samples: what a slow call in the tail costs shows here, not in
-    ``lower_mean`` (the tail check, ``compare.tail``)."""
+    ``lower_mean`` (the tail check, ``gate.tail``)."""
     data = clean(samples)
     if not data:
         raise ValueError("no valid samples")

@@ -123,7 +123,7 @@ class WorkloadTable:
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """One benchmark on one device, this run against the baseline (from ``compare.py``).
+    """One benchmark on one device, this run against the baseline (from the gate's ``compare``).
 
     ``change_pct`` is ``(current - baseline) / baseline * 100`` of the metric itself, so for a
     time a positive change is slower and for FLOP/s it is faster; ``verdict`` says which.

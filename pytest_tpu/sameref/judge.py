@@ -17,8 +17,8 @@ from pytest_tpu.sameref.swap import SWAPPED_KEY
 
 
 def to_more_pairs(first: Row, again: Mapping[str, Any] | None, threshold: float) -> bool:
-    """Whether a regression goes to a third pair (``remeasure``): the new pair's row ``again``
-    agrees with it, or lies further from it than both pairs' rounds allow."""
+    """Whether a regression goes to a third pair (``confirm.remeasure``): the new pair's row
+    ``again`` agrees with it, or lies further from it than both pairs' rounds allow."""
     return confirms(again, threshold) or pairs.disagree(first, again)
 
 

@@ -131,7 +131,7 @@ def _on_the_mean(nodeid: str, pairs: Sequence[tuple[float, float]], threshold: f
 
 def _tail(row: Row, pairs: Sequence[tuple[float, float]], threshold: float) -> Row:
     """``row`` failed on the paired rounds' means where slow calls in the tail made head's the
-    threshold or more slower (``compare.tail``); a new pair confirms it on the means."""
+    threshold or more slower (``gate.tail``); a new pair confirms it on the means."""
     found = paired_mean_change(pairs)
     if found is None:
         return row
