@@ -360,18 +360,24 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
     # Beside a row that rules the slowdown out, the count says it is part of the table's
     # (trial 18: "6 inconclusive" in the summary, "5 inconclusive" here).
     [line] = gate_lines([row(0.158, 0.02, 0.31), row(0.158, 0.147, 0.168)], 10.0, "main")
-    assert "; 1 of 2 inconclusive: a 30% slowdown there is neither shown" in line
+    assert "; 2 inconclusive, 1 of which could hide a 30% slowdown (neither shown nor" in line
+    # Every row inconclusive and none could hide it: said, not left out (trial 22).
+    [line] = gate_lines([row(0.158, 0.147, 0.168)], 10.0, "main")
+    assert line.endswith("; 1 inconclusive, each ruling a slowdown of its threshold out")
     # Rows this run did not measure are named, not left out of the count (trial 17, xdist).
     unmeasured = Row(nodeid="t.py::test_y", status="unmeasured", reason="ran unmeasured: -n")
     renamed = [Row(nodeid="t.py::a", status="new"), Row(nodeid="t.py::b", status="missing")]
     [line] = gate_lines([row(0.01, -0.01, 0.03), unmeasured, *renamed], 10.0, "main")
     assert line == (
         "regression gate (10%): passed, 1 checked; not checked: 1 missing, 1 new, 1 unmeasured "
-        "(ran unmeasured: -n)"
+        "(ran unmeasured: -n); 1 inconclusive, each ruling a slowdown of its threshold out"
     )
     # An interval wholly under the threshold hides no slowdown: not counted as one that may.
     [line] = gate_lines([row(-0.015, -0.029, -0.0, threshold=0.02)], 2.0, "main")
-    assert line == "regression gate (2%): passed, 1 checked"
+    assert line == (
+        "regression gate (2%): passed, 1 checked; 1 inconclusive, each ruling a slowdown of its "
+        "threshold out"
+    )
 
 
 def test_a_first_call_allows_for_the_spread_of_every_first_call_and_the_machine_s_drift():

@@ -243,6 +243,24 @@ def test_an_improvement_stands_only_where_a_new_pair_agrees(measured, verdict):
     assert improvement(IMPROVED, None, 0.03).verdict == "inconclusive"
 
 
+def test_a_withdrawn_improvement_shows_an_interval_that_agrees_with_its_verdict():
+    from pytest_tpu.sameref.judge import improvement
+
+    # Trial 22: unchanged code -5.5 % [-5.7, -5.3] by one pair, +0.2 % [+0.1, +0.4] by the next,
+    # was shown "+0.24% [+0.09, +0.38] inconclusive": an interval that said unchanged.
+    first = replace(IMPROVED, change=-0.055, low=-0.057, high=-0.053)
+    row = improvement(first, again(0.24, 0.09, 0.38), 0.05)
+    assert row.verdict == "inconclusive" and row.confirmed is False
+    assert "the spread between the pairs counted" in row.reason
+    assert row.low is not None and row.high is not None and row.low < -0.05 < 0.05 < row.high
+    # Within each other's reach, the new pair says what the row is, as for a regression.
+    loose = replace(IMPROVED, change=-0.036, low=-0.060, high=-0.012)
+    row = improvement(loose, again(-1.6, -2.6, -0.6), 0.03)
+    assert (row.verdict, row.change) == ("faster", pytest.approx(-0.016))
+    row = improvement(loose, {**again(-1.0, -2.0, 0.0), "verdict": "unchanged"}, 0.03)
+    assert (row.verdict, row.high) == ("unchanged", pytest.approx(0.0))
+
+
 # One pair sure of +3.8 % [+3.6, +4.0] at a 5 % threshold: ``inconclusive`` (``rows.one_pair``).
 UNDER = replace(
     FIRST, verdict="inconclusive", change=0.038, low=0.036, high=0.040, regression=False

@@ -119,16 +119,7 @@ def gate_lines(
             if only is not None and only[0] == "time"
             else "a slowdown of its threshold"
         )
-        # Counted apart from the table's inconclusive rows that rule the slowdown out, and said
-        # so (trial 18: the summary's "6 inconclusive" beside this line's "5 inconclusive").
-        undecided = sum(row.verdict == "inconclusive" for row in measured)
-        of = f" of {undecided}" if undecided > len(doubtful) else ""
-        note = (
-            f"; {len(doubtful)}{of} inconclusive: {size} there is neither shown nor ruled out "
-            "(see the table)"
-            if doubtful
-            else ""
-        )
+        note = _inconclusive_note(measured, doubtful, size)
         unresolved = [_unresolved_line(row, threshold) for row in doubtful]
         checked = _checked(measured, not_gated) + _not_checked(rows)
         verdict = f"{gate}: passed, {checked}{note}"
@@ -142,6 +133,26 @@ def gate_lines(
         f"{confirmed}; exit code {REGRESSION_EXIT_CODE}"
     )
     return lines
+
+
+def _inconclusive_note(measured: Sequence[Row], doubtful: Sequence[Row], size: str) -> str:
+    """What a passing verdict line says of the table's inconclusive rows: how many, and how many
+    of them could hide a slowdown. All of them counted, as the summary counts them (trial 18:
+    "6 inconclusive" there beside "5 inconclusive" here), and said so that the count of those
+    that could hide it does not read as a share of the rows checked (trial 22: "5 of 6
+    inconclusive" with every one of 6 rows inconclusive)."""
+    undecided = sum(row.verdict == "inconclusive" for row in measured)
+    if not undecided:
+        return ""
+    if not doubtful:
+        return f"; {undecided} inconclusive, each ruling a slowdown of its threshold out"
+    if undecided == len(doubtful):
+        ruled = "neither shown nor ruled out (see the table)"
+        return f"; {undecided} inconclusive: {size} there is {ruled}"
+    return (
+        f"; {undecided} inconclusive, {len(doubtful)} of which could hide {size} "
+        "(neither shown nor ruled out; see the table)"
+    )
 
 
 def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) -> str:

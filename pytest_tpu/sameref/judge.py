@@ -104,7 +104,9 @@ def improvement(
 ) -> Row:
     """``row``, faster by the threshold or more in one pair, confirmed where the new pair agrees
     (``improves``) and, with a third pair's row in ``later``, the spread of all the pairs does
-    too; ``inconclusive`` otherwise, with the new pairs' numbers."""
+    too. Withdrawn otherwise, mirroring a regression: judged on the spread of both pairs where
+    they lie further apart than their rounds allow, else as the new pair says (``faster`` by
+    half the threshold or more, ``unchanged``, or ``inconclusive``)."""
     interval = None if again is None else interval_text(again)
     if again is None or interval is None:
         why = "not confirmed: the new pair of processes has no interval for it"
@@ -115,8 +117,20 @@ def improvement(
     if improves(again, threshold):
         return confirmed_by(row, again, text)
     why = f"not confirmed by a new pair of processes: {text}"
+    if pairs.disagree(row, again) and (found := pairs.across(row, [again])) is not None:
+        # Further apart than both pairs' rounds allow: the new pair's narrow interval alone would
+        # show the offset between processes as a precise change, beside a verdict that is not
+        # (trial 22: -5.5 % withdrawn, shown "+0.24% [+0.09, +0.38] inconclusive").
+        still = "faster" if found.high < 0 and found.estimate <= -threshold / 2 else "inconclusive"
+        why += "; the spread between the pairs counted"
+        return replace(measured_across(row, found), verdict=still, confirmed=False, reason=why)
+    # Within each other's reach: what the new pair says, as for a withdrawn regression.
+    high, change = numbers(again, "ci_high", "change_pct") or [0.0, 0.0]
+    still = "unchanged" if again.get("verdict") == "unchanged" else "inconclusive"
+    if high < 0 and change <= -threshold * 50:  # half the threshold, in percent
+        still = "faster"
     fields = measured_as(row, again)
-    return replace(row, verdict="inconclusive", confirmed=False, reason=why, **fields)
+    return replace(row, verdict=still, confirmed=False, reason=why, **fields)
 
 
 def faster_across(
