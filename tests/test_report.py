@@ -254,6 +254,33 @@ def test_comparison_summary_counts_every_verdict():
     assert report.comparison_summary(with_incompatible).endswith(", 1 incompatible")
 
 
+def test_the_counts_lines_and_the_gate_count_the_same_rows():
+    from pytest_tpu.gate.compare import Row
+    from pytest_tpu.gate.lines import comparison_lines, gate_lines
+    from pytest_tpu.summary import from_gate_row
+
+    # Trial 22: "7 inconclusive, 2 unchanged, 1 faster" above the table, "1 faster, 0 unchanged,
+    # 7 inconclusive; memory: 2 unchanged" below it, and "5 inconclusive" in the gate line: the
+    # memory rows counted with time above, the first calls with time below.
+    def row(metric: str, verdict: str) -> Row:
+        return Row("t.py::test_a", "compared", metric=metric, verdict=verdict, change=0.0)
+
+    rows = [row("time", "inconclusive"), row("time", "faster"), row("compile", "inconclusive")]
+    rows.append(row("memory", "unchanged"))
+    [opening] = comparison_lines("base.json", rows)
+    assert opening == (
+        "compared with baseline base.json: 1 inconclusive, 1 faster; compile: 1 inconclusive; "
+        "memory: 1 unchanged (table below)"
+    )
+    closing = report.comparison_summary([from_gate_row(r) for r in rows])
+    assert closing == (
+        "0 slower, 1 faster, 0 unchanged, 1 inconclusive, 0 new, 0 missing; compile: 1 "
+        "inconclusive; memory: 1 unchanged"
+    )
+    [gate] = gate_lines(rows[:2], 5.0, "base")
+    assert "; 1 inconclusive" in gate
+
+
 # ---------------------------------------------------------------- files
 
 

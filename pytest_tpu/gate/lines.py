@@ -31,15 +31,23 @@ def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[
     what = f"baseline {path}" if baseline else path
     if not rows:  # no table follows: say what there was to compare, not "(table below)"
         return [f"compared with {what}: nothing (no benchmark measured in this session)"]
-    counts: dict[str, int] = {}
+    # Time first, each other metric apart, as the closing counts line has them (trial 22: memory
+    # rows' "2 unchanged" counted with the time rows here and apart there).
+    counts: dict[str, dict[str, int]] = {"time": {}}
     for row in rows:
         key = row.status
         if row.status == "compared" and row.verdict:
             key = verdict_word(row.verdict, row.metric)  # memory: larger / smaller
-        counts[key] = counts.get(key, 0) + 1
-    shown = ", ".join(f"{count} {status}" for status, count in counts.items())
+        of = counts.setdefault(row.metric if row.metric in ("compile", "memory") else "time", {})
+        of[key] = of.get(key, 0) + 1
+    said = [
+        (f"{metric}: " if metric != "time" else "")
+        + ", ".join(f"{count} {status}" for status, count in of.items())
+        for metric, of in counts.items()
+        if of
+    ]
     # One line: the rows are the comparison table's, drawn once by the summary.
-    return [f"compared with {what}: {shown} (table below)"]
+    return [f"compared with {what}: {'; '.join(said)} (table below)"]
 
 
 def gate_verdict(rows: Sequence[Row]) -> str:
