@@ -307,6 +307,28 @@ def test_a_failing_gate_still_names_what_it_could_not_rule_out():
     )
 
 
+def test_an_unresolved_line_names_what_about_the_machine_could_explain_it():
+    from pytest_tpu.gate.lines import gate_lines
+
+    busy = "other processes took 0.74 of 2 CPU cores while it ran, more than in the saved runs"
+    row = Row(
+        nodeid="t.py::test_pipeline",
+        status="compared",
+        verdict="inconclusive",
+        change=0.466,
+        low=-0.034,
+        high=1.224,
+        confidence=0.93,
+        detectable=0.9,
+        noise_source="4 saved runs",
+        reason=f"cannot resolve a 5.0% change here: ...; also, {busy}",
+    )
+    # Trial 22: the row's note named the neighbour, the line a CI log shows did not.
+    [line, _] = gate_lines([row], 5.0, "main")
+    assert line.startswith("UNRESOLVED t.py::test_pipeline: time +46.6%")
+    assert line.endswith(f"(noise: 4 saved runs); also, {busy}")
+
+
 def test_a_gate_on_several_metrics_names_each_threshold_and_no_wrong_size():
     from pytest_tpu.gate.lines import gate_lines
 

@@ -244,10 +244,14 @@ def _unresolved_line(row: Row, threshold: float) -> str:
         if confidence < FAIL_CONFIDENCE
         else f"not failed: {row.reason}"
     )
+    # What about the machine could explain the change as well (a neighbour, drift) is said here
+    # too: this line is what a CI log shows (trial 22: only the row's note named a neighbour
+    # that took 0.74 of 2 cores).
+    machine = row.reason.partition("; also, ")[2] if confidence < FAIL_CONFIDENCE else ""
     return (
         f"UNRESOLVED {row.nodeid}: time{_statistic(row)} {pct(row.change)} (95% interval "
         f"{pct(row.low)} .. {pct(row.high)}), past its {own:g}% threshold but {why}{catches} "
-        f"(noise: {row.noise_source or 'unknown'})"
+        f"(noise: {row.noise_source or 'unknown'})" + (f"; also, {machine}" if machine else "")
     )
 
 
