@@ -418,7 +418,8 @@ def test_more_rounds_can_be_turned_off(repo):
             "10% threshold but not shown to be slower (*% sure; the gate fails at 99%); this "
             "comparison catches *% 4 times in 5 "
             "(noise: 6 paired rounds in this job, one pair of processes)",
-            "regression gate (10%): passed, 2 checked; 1 inconclusive*",
+            # (The steady benchmark can be inconclusive too, on a busy machine.)
+            "regression gate (10%): passed, 2 checked; [12] inconclusive*",
         ]
     )
     assert "measured again" not in result.stdout.str()
