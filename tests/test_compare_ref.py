@@ -700,6 +700,9 @@ def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
     out = proc.communicate(timeout=90)[0].decode()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     assert "interrupted while measuring again in a new pair of processes" in out
+    # Its last lines say so too, not a plain "2 passed" (trial 22).
+    last = out.strip().splitlines()[-2:]
+    assert "interrupted: the gate was not applied" in last[0] and "passed" in last[1], out
     assert "Traceback" not in out and "no baseline saved" not in out  # none was asked for
     report = (repo.path / "r.md").read_text()
     assert "**Regression gate (time 10%): not applied (interrupted)**" in report

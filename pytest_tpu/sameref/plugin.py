@@ -444,6 +444,9 @@ class HeadPlugin:
                     "interrupted while measuring again in a new pair of processes: "
                     "the rows below are the first pair's, and the gate was not applied"
                 )
+                # pytest's last lines then say so, red, above the counts (trial 22: the session
+                # ended on a plain "6 passed", its exit code 2).
+                session.shouldstop = "interrupted: the gate was not applied"
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
