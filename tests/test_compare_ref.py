@@ -75,6 +75,9 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
         [
             "compare-ref: HEAD (*) in a temporary worktree vs HEAD; one process per tree*",
             "compared with HEAD (same job): *",
+            # What one pair's intervals cover, said once (trial 22: read as exact).
+            "* row(s) measured by one pair of processes: an interval and its 'detects' there are "
+            "that pair's rounds' own; two processes with the same code can differ by more*",
             "regression gate (60%): *",
             "test_ped: *paired rounds in this job*",
         ],

@@ -39,7 +39,7 @@ from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, un
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, layout, nested, resolve, seed, worktree
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
-from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run
+from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note
 from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.sameref.swap import swap_for
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
@@ -450,6 +450,7 @@ class HeadPlugin:
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
+        self.lines += [note for note in [one_pair_note(rows)] if note]
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             if self.settings.gating:  # the report says so too, not only the terminal
                 self.config.stash[verdict_key] = "not applied (interrupted)"
