@@ -32,7 +32,7 @@ from pytest_tpu.files import write_text_atomic
 from pytest_tpu.gate.compare import Side, incompatibility
 from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, sessions
 
-# Reading is ``loading``'s; callers know it as part of the baseline.
+# Reading is ``loading``'s; callers know ``load`` as part of the baseline.
 from pytest_tpu.gate.loading import SCHEMA, SECTION, Baseline, BaselineError
 from pytest_tpu.gate.loading import load as load
 from pytest_tpu.options import parse_baseline_name

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate import baseline as store
-from pytest_tpu.gate import calibration, contention, remeasure
+from pytest_tpu.gate import calibration, contention, loading, remeasure
 from pytest_tpu.gate.compare import (
     Row,
     Scope,
@@ -110,7 +110,7 @@ class GatePlugin:
         self.config = config
         self.settings: Settings = config.stash[session_key].settings
         self.worker = hasattr(config, "workerinput")
-        self.baseline: store.Baseline | None = None
+        self.baseline: loading.Baseline | None = None
         self.lines: list[str] = []
         self.seen = Measurements()
         self.kernels = calibration.Kernels(_timer(config))
@@ -148,15 +148,15 @@ class GatePlugin:
         self.kernel_kinds = _kernel_kinds(self.baseline or self._saved(settings.save_baseline))
         self.ready = True
 
-    def _saved(self, name: str | None) -> store.Baseline | None:
+    def _saved(self, name: str | None) -> loading.Baseline | None:
         """The baseline this session adds to, when it loads (only to keep its kernel kinds)."""
         try:
             path = store.baseline_path(self.settings.baseline_dir, name or "")
             return store.load(path) if name and path.is_file() else None
-        except store.BaselineError:
+        except loading.BaselineError:
             return None
 
-    def _load(self, name: str) -> store.Baseline:
+    def _load(self, name: str) -> loading.Baseline:
         directory = self.settings.baseline_dir
         try:
             path = store.baseline_path(directory, name)
@@ -166,7 +166,7 @@ class GatePlugin:
                     f"--compare={name}: no baseline {name!r} in {directory}; saved: {names}"
                 )
             return store.load(path)
-        except store.BaselineError as exc:
+        except loading.BaselineError as exc:
             raise pytest.UsageError(f"--compare={name}: {exc}") from None
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
@@ -467,7 +467,7 @@ class GatePlugin:
                 machine_info=self._benchmark_info("machine"),
                 commit_info=self._benchmark_info("commit"),
             )
-        except (OSError, store.BaselineError) as exc:
+        except (OSError, loading.BaselineError) as exc:
             self.lines.append(f"baseline {name!r} NOT saved: {exc}")
             self._save_failed(session)
             return
@@ -495,14 +495,14 @@ class GatePlugin:
         for result in results.failed:
             self.lines.append(f"  left out (failed): {result.nodeid}: {result.error}")
 
-    def _previous(self, name: str) -> store.Baseline | None:
+    def _previous(self, name: str) -> loading.Baseline | None:
         """The baseline being added to; an unreadable one is kept aside, never overwritten."""
         path = store.baseline_path(self.settings.baseline_dir, name)
         if not path.is_file():
             return None
         try:
             return store.load(path)
-        except store.BaselineError as exc:
+        except loading.BaselineError as exc:
             aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
             path.rename(aside)
             self.lines.append(f"baseline {name!r} could not be read ({exc}); kept as {aside}")
@@ -555,7 +555,7 @@ class GatePlugin:
             terminalreporter.write_line(f"pytest-tpu: could not print the gate summary: {exc}")
 
 
-def _kernel_kinds(saved: store.Baseline | None) -> dict[str, str]:
+def _kernel_kinds(saved: loading.Baseline | None) -> dict[str, str]:
     """The calibration kernel each saved benchmark's latest run used."""
     if saved is None:
         return {}
