@@ -193,7 +193,7 @@ def one_pair_note(rows: Sequence[Row]) -> str:
         f"{alone} row(s) measured by one pair of processes: an interval and its 'detects' there "
         "are that pair's rounds' own; two processes with the same code can differ by more (a few "
         "percent for some code), so one pair's change under half the threshold is read as none, "
-        "and one past it is measured again by new pairs of processes"
+        "and one past it goes to new pairs of processes"
     )
 
 
