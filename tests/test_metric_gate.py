@@ -108,7 +108,13 @@ def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(p
     assert run(pytester, *gate).ret == 0
     pytester.makepyfile(test_tf=COMPILE.format(ops=3000))  # ten times the graph to trace
     result = run(pytester, *gate)
-    assert result.ret == REGRESSION_EXIT_CODE
+    if result.ret != REGRESSION_EXIT_CODE:
+        # A machine that drifted by half since the baseline (seen on CI: +51.6 %) leaves even a
+        # tenfold first call inconclusive, and says why; never unchanged. A calmer session decides.
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines(["*(compile) on cpu: cannot resolve a 90.0% change here*"])
+        result = run(pytester, *gate)
+    assert result.ret == REGRESSION_EXIT_CODE, result.stdout.str()
     result.stdout.fnmatch_lines(["REGRESSION test_tf.py::test_trace[[]cpu[]]: compile +*%*"])
 
 
