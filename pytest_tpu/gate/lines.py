@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 
 from pytest_tpu.gate.compare import Row, compared
 from pytest_tpu.gate.stats import CONFIDENCE, FAIL_CONFIDENCE
+from pytest_tpu.gate.verdict import ALSO
 from pytest_tpu.options import REGRESSION_EXIT_CODE
-from pytest_tpu.report.model import verdict_word
+from pytest_tpu.report.model import OTHER_METRICS, verdict_word
 from pytest_tpu.units import format_detectable
 
 
@@ -38,7 +39,7 @@ def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[
         key = row.status
         if row.status == "compared" and row.verdict:
             key = verdict_word(row.verdict, row.metric)  # memory: larger / smaller
-        of = counts.setdefault(row.metric if row.metric in ("compile", "memory") else "time", {})
+        of = counts.setdefault(row.metric if row.metric in OTHER_METRICS else "time", {})
         of[key] = of.get(key, 0) + 1
     said = [
         (f"{metric}: " if metric != "time" else "")
@@ -247,11 +248,11 @@ def _unresolved_line(row: Row, threshold: float) -> str:
     # What about the machine could explain the change as well (a neighbour, drift) is said here
     # too: this line is what a CI log shows (trial 22: only the row's note named a neighbour
     # that took 0.74 of 2 cores).
-    machine = row.reason.partition("; also, ")[2] if confidence < FAIL_CONFIDENCE else ""
+    machine = row.reason.partition(ALSO)[2] if confidence < FAIL_CONFIDENCE else ""
     return (
         f"UNRESOLVED {row.nodeid}: time{_statistic(row)} {pct(row.change)} (95% interval "
         f"{pct(row.low)} .. {pct(row.high)}), past its {own:g}% threshold but {why}{catches} "
-        f"(noise: {row.noise_source or 'unknown'})" + (f"; also, {machine}" if machine else "")
+        f"(noise: {row.noise_source or 'unknown'})" + (f"{ALSO}{machine}" if machine else "")
     )
 
 

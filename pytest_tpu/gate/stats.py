@@ -25,6 +25,7 @@ MAX_BLOCKS = 8  # contiguous blocks of a run for batch means
 MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estimated
 CONFIDENCE = 0.95  # the interval shown
 SPREAD_OF_PAIRS = "pairs of processes in this job"  # names a same-job row judged on that spread
+ONE_PAIR = "one pair of processes"  # ends the noise source of a same-job row of one pair
 FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``verdict.decide``)
 TAIL = "mean of all rounds"  # names a row failed on slow calls in the tail (``gate.tail``)
 POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change
@@ -508,7 +509,7 @@ def _paired(items: Sequence[T], locate: Callable[[Sequence[T]], float]) -> Chang
         return None
     delta = locate(items)
     count = min(MAX_BLOCKS, len(items))
-    source = f"{len(items)} paired rounds in this job, one pair of processes"
+    source = f"{len(items)} paired rounds in this job, {ONE_PAIR}"
     noise = Noise(0.0, max(1, count - 1), source, True)
     if count < MIN_BLOCKS:
         return _unknown(delta, noise)

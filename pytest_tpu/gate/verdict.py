@@ -13,6 +13,10 @@ from pytest_tpu.gate.model import MACHINE_CONFIDENCE, Decision, Measured, Row
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE, Change
 from pytest_tpu.units import format_detectable
 
+# Before what about the machine could explain a change as well, in a row's reason (``lines``
+# repeats that part in an UNRESOLVED line).
+ALSO = "; also, "
+
 
 def decide(measured: Measured, threshold: float) -> Decision:
     """The verdict of one measured change against ``threshold`` (a round-time slowdown)."""
@@ -46,7 +50,7 @@ def _also_explained(measured: Measured, why: str) -> str:
     if measured.change.estimate == 0:
         return why
     machine = explained_by_machine(measured, slower=measured.change.estimate > 0)
-    return f"{why}; also, {machine}" if machine else why
+    return f"{why}{ALSO}{machine}" if machine else why
 
 
 def explained_by_machine(measured: Measured, slower: bool) -> str:

@@ -7,7 +7,14 @@ from collections.abc import Iterable, Sequence
 from pytest_tpu import units
 from pytest_tpu.gate.stats import TAIL
 from pytest_tpu.report.layout import fit, shorten_middle, tabulate_rows, widest
-from pytest_tpu.report.model import MAX_WIDTH, NAME_MIN, VERDICTS, ComparisonRow, verdict_word
+from pytest_tpu.report.model import (
+    MAX_WIDTH,
+    NAME_MIN,
+    OTHER_METRICS,
+    VERDICTS,
+    ComparisonRow,
+    verdict_word,
+)
 
 
 def sort_comparison(rows: Iterable[ComparisonRow]) -> list[ComparisonRow]:
@@ -141,22 +148,18 @@ def comparison_counts(rows: Iterable[ComparisonRow]) -> dict[str, int]:
     return counts
 
 
-# The gate's metrics besides time, which it judges only when asked (``--fail-on-regression``).
-APART = ("compile", "memory")
-
-
 def comparison_summary(rows: Iterable[ComparisonRow]) -> str:
     """``"1 slower, 2 faster, 5 unchanged, 0 inconclusive, 1 new, 0 missing"`` of the time rows
     (what the gate judges by default); each other metric counted apart, in its own words
     (``"; compile: 2 inconclusive; memory: 1 smaller"``): trial 22 read "7 inconclusive" here
     beside the gate's "5", two of them first calls the gate did not judge."""
     rows = list(rows)
-    counts = comparison_counts(r for r in rows if r.metric not in APART)
+    counts = comparison_counts(r for r in rows if r.metric not in OTHER_METRICS)
     shown = ("slower", "faster", "unchanged", "inconclusive", "new", "missing")
     parts = [f"{counts.pop(v)} {v}" for v in shown]
     parts += [f"{n} {v}" for v, n in counts.items() if n]
     text = ", ".join(parts)
-    for metric in APART:
+    for metric in OTHER_METRICS:
         of = comparison_counts(r for r in rows if r.metric == metric)
         said = [f"{n} {verdict_word(v, metric)}" for v, n in of.items() if n]
         text += f"; {metric}: {', '.join(said)}" if said else ""

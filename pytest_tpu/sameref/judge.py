@@ -121,16 +121,14 @@ def improvement(
         # Further apart than both pairs' rounds allow: the new pair's narrow interval alone would
         # show the offset between processes as a precise change, beside a verdict that is not
         # (trial 22: -5.5 % withdrawn, shown "+0.24% [+0.09, +0.38] inconclusive").
-        still = "faster" if found.high < 0 and found.estimate <= -threshold / 2 else "inconclusive"
         why += "; the spread between the pairs counted"
-        return replace(measured_across(row, found), verdict=still, confirmed=False, reason=why)
+        return on_spread(row, found, why, threshold, faster=True)
     # Within each other's reach: what the new pair says, as for a withdrawn regression.
     high, change = numbers(again, "ci_high", "change_pct") or [0.0, 0.0]
     still = "unchanged" if again.get("verdict") == "unchanged" else "inconclusive"
     if high < 0 and change <= -threshold * 50:  # half the threshold, in percent
         still = "faster"
-    fields = measured_as(row, again)
-    return replace(row, verdict=still, confirmed=False, reason=why, **fields)
+    return withdrawn(row, why, still, again)
 
 
 def faster_across(
@@ -199,11 +197,15 @@ def measured_across(row: Row, found: Change) -> Row:
     return replace(with_change(row, found), current_value=current)
 
 
-def on_spread(row: Row, found: Change, why: str, threshold: float) -> Row:
+def on_spread(row: Row, found: Change, why: str, threshold: float, faster: bool = False) -> Row:
     """``row`` withdrawn, with the change and interval of several pairs, uncertain by their
     spread: ``slower`` where that interval lies above zero and the change is at least half the
-    threshold, ``inconclusive`` otherwise."""
-    still = "slower" if found.low > 0 and found.estimate >= threshold / 2 else "inconclusive"
+    threshold (mirrored, ``faster``, for a withdrawn improvement), ``inconclusive`` otherwise."""
+    if faster:
+        leans = found.high < 0 and found.estimate <= -threshold / 2
+    else:
+        leans = found.low > 0 and found.estimate >= threshold / 2
+    still = ("faster" if faster else "slower") if leans else "inconclusive"
     measured = measured_across(row, found)
     return replace(measured, verdict=still, regression=False, confirmed=False, reason=why)
 

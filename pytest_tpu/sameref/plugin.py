@@ -450,7 +450,8 @@ class HeadPlugin:
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
-        self.lines += [note for note in [one_pair_note(rows)] if note]
+        if note := one_pair_note(rows):
+            self.lines.append(note)
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             if self.settings.gating:  # the report says so too, not only the terminal
                 self.config.stash[verdict_key] = "not applied (interrupted)"

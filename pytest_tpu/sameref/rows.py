@@ -12,6 +12,7 @@ from typing import Any
 from pytest_tpu.gate.compare import Measured, Row, decide, row_of, tail
 from pytest_tpu.gate.stats import (
     FAIL_CONFIDENCE,
+    ONE_PAIR,
     SPREAD_OF_PAIRS,
     TAIL,
     Change,
@@ -183,10 +184,7 @@ def one_pair_note(rows: Sequence[Row]) -> str:
     are none: their rounds, not an offset between processes. Said once under the counts (trial
     22: an unchanged 60 µs function read -3.89 % [-4.22, -3.57] ``unchanged``, "detects 0.6 %",
     and its intervals left out zero in 38 of 40 rows)."""
-    alone = sum(
-        row.status == "compared" and row.noise_source.endswith("one pair of processes")
-        for row in rows
-    )
+    alone = sum(row.status == "compared" and row.noise_source.endswith(ONE_PAIR) for row in rows)
     if not alone:
         return ""
     return (
