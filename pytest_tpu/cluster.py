@@ -31,7 +31,8 @@ import pytest
 
 from pytest_tpu import scaling, workers
 from pytest_tpu.merge import ReportMerger
-from pytest_tpu.options import Settings, parse_positive_float, resolve_settings
+from pytest_tpu.options import Settings, resolve_settings
+from pytest_tpu.parsers import parse_positive_float
 from pytest_tpu.results import REPORT_ATTR, BenchResult, results_key
 
 CLUSTER_PLUGIN_NAME = "pytest-tpu-cluster"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_tpu import peaks, tpu
-from pytest_tpu.options import KINDS
+from pytest_tpu.parsers import KINDS
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""Command-line and ini options of pytest-tpu, their validators and one settings resolver.
+"""Command-line and ini options of pytest-tpu and one settings resolver.
 
 Every option has an ini twin sharing its help text; the command line wins over the environment,
-which wins over the ini file. Validators are argparse ``type=`` functions so a bad value is a usage
+which wins over the ini file. Their values are checked by ``parsers``, so a bad value is a usage
 error (exit code 4) that names the option and the valid values.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,50 +16,41 @@ from typing import TypeVar
 
 import pytest
 
-KINDS: tuple[str, ...] = ("cpu", "gpu", "tpu")
-SELECTORS: tuple[str, ...] = ("auto", "all")
+from pytest_tpu.parsers import (
+    KINDS,
+    MAX_TPU_TIMEOUT,
+    MAX_VIRTUAL_CPUS,
+    MAX_WORKERS,
+    AcceleratorSelection,
+    parse_accelerator,
+    parse_baseline_name,
+    parse_choice,
+    parse_history,
+    parse_more_rounds,
+    parse_positive_int,
+    parse_speedup_reference,
+    parse_thresholds,
+    parse_tpu_timeout,
+    parse_virtual_cpus,
+    parse_workers,
+)
+
 WORKLOAD_SIZES: tuple[str, ...] = ("smoke", "default", "full")
 WORKLOAD_DATA: tuple[str, ...] = ("synthetic", "real")
 DEFAULT_BASELINE = "default"
 DEFAULT_BASELINE_DIR = ".pytest-tpu/baselines"
 DEFAULT_TPU_TIMEOUT = 60.0
-# Upper bounds, each a usage error above it rather than a hang or a crash later:
-# - a TPU that has not answered in a day will not; larger values overflow the process timers.
-MAX_TPU_TIMEOUT = 24 * 3600.0
-# - the first step over N logical CPUs costs about N**2 (measured: 64 -> 0.3 s, 256 -> 4 s,
-#   1024 -> 20 s for one all-reduce, before any model compiles; 100000 never finished), and no
-#   CPU has more than a few hundred cores to give them, so more replicas measure nothing real.
-MAX_VIRTUAL_CPUS = 256
-# - each worker is a whole Python and TensorFlow process (hundreds of MB, seconds of CPU to
-#   start) on this one machine: 1000 ran out of processes (BlockingIOError) before any test.
-MAX_WORKERS = 64
 # Exit status of a session whose only problem is a speed regression: distinct from pytest's own
 # codes (1 tests failed, 2 interrupted, 3 internal error, 4 usage error, 5 no tests).
 REGRESSION_EXIT_CODE = 6
 # Exit status of a session whose --save-baseline was asked for but could not be written (a main
 # branch job must not pass while its baseline goes stale).
 SAVE_FAILED_EXIT_CODE = 7
-MAX_BASELINE_HISTORY = 100
 # --compare-ref: how many times its rounds a row the rounds left inconclusive is measured again
-# with (``sameref.resolve``), by default and at most.
+# with (``sameref.resolve``), by default; at most ``parsers.MAX_MORE_ROUNDS``.
 DEFAULT_MORE_ROUNDS = 4
-MAX_MORE_ROUNDS = 16
 
 T = TypeVar("T")
-
-# Baseline names become file names: letters, digits, dot, dash, underscore; no leading dot.
-_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")
-
-
-@dataclass(frozen=True)
-class AcceleratorSelection:
-    """What ``--accelerator`` asked for: ``auto``, ``all`` or an explicit tuple of kinds."""
-
-    mode: str  # "auto" | "all" | "explicit"
-    kinds: tuple[str, ...]
-
-    def __str__(self) -> str:
-        return self.mode if self.mode != "explicit" else ",".join(self.kinds)
 
 
 def benchmarks_disabled(config: pytest.Config) -> bool:
@@ -82,163 +72,6 @@ def measuring_off(config: pytest.Config) -> str:
 def under_xdist(config: pytest.Config) -> bool:
     """Whether pytest-xdist distributes this session's tests (``-n``, ``--dist``)."""
     return bool(config.getoption("dist", "no") != "no")
-
-
-def parse_accelerator(value: str) -> AcceleratorSelection:
-    """Parse ``cpu,gpu``, ``all`` or ``auto``; unknown kinds list the valid ones."""
-    items = [part.strip().lower() for part in value.split(",") if part.strip()]
-    if len(items) == 1 and items[0] in SELECTORS:
-        return AcceleratorSelection(items[0], KINDS)
-    bad = [item for item in items if item not in KINDS]
-    if not items or bad:
-        shown = ", ".join(bad) if bad else "(empty)"
-        raise argparse.ArgumentTypeError(
-            f"unknown accelerator kind {shown}; valid: {', '.join(KINDS)}, "
-            f"or one of {', '.join(SELECTORS)}"
-        )
-    return AcceleratorSelection("explicit", tuple(dict.fromkeys(items)))
-
-
-def parse_positive_float(value: str) -> float:
-    """A number of seconds greater than zero."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number > 0 or number != number or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number of seconds")
-    return number
-
-
-def parse_positive_int(value: str) -> int:
-    """A whole number of at least 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
-    return number
-
-
-def parse_history(value: str) -> int:
-    """How many runs a baseline keeps: 1 to ``MAX_BASELINE_HISTORY``."""
-    number = parse_positive_int(value)
-    if number > MAX_BASELINE_HISTORY:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is more than {MAX_BASELINE_HISTORY} runs; a baseline keeps 1 to "
-            f"{MAX_BASELINE_HISTORY}"
-        )
-    return number
-
-
-def parse_int_up_to(upper: int, why: str) -> Callable[[str], int]:
-    """A validator for a whole number from 1 to ``upper``; ``why`` explains the bound."""
-
-    def parse(value: str) -> int:
-        number = parse_positive_int(value)
-        if number > upper:
-            raise argparse.ArgumentTypeError(f"{value!r} is more than {upper}: {why}")
-        return number
-
-    parse.__name__ = "bounded_int"
-    return parse
-
-
-parse_more_rounds = parse_int_up_to(
-    MAX_MORE_ROUNDS, "a re-measurement that long is a run of its own"
-)
-
-
-def parse_tpu_timeout(value: str) -> float:
-    """Seconds for the TPU probe, at most ``MAX_TPU_TIMEOUT``."""
-    number = parse_positive_float(value)
-    if number > MAX_TPU_TIMEOUT:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is more than {MAX_TPU_TIMEOUT:g} seconds (a day): a TPU that has not "
-            "answered by then will not"
-        )
-    return number
-
-
-parse_virtual_cpus = parse_int_up_to(
-    MAX_VIRTUAL_CPUS, "set-up grows with the square of the count and no CPU has that many cores"
-)
-parse_workers = parse_int_up_to(
-    MAX_WORKERS, "each worker is a whole TensorFlow process on this machine"
-)
-
-
-def parse_percent(value: str) -> float:
-    """``5%``, ``5`` or ``2.5%``: a percentage between 0 (exclusive) and 100."""
-    text = value.strip().removesuffix("%")
-    try:
-        number = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a percentage; expected a number between 0 and 100, such as 5%"
-        ) from None
-    if not 0 < number < 100:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is out of range; expected a percentage between 0 and 100, such as 5%"
-        )
-    return number
-
-
-GATED_METRICS: tuple[str, ...] = ("time", "memory", "compile")
-
-
-def parse_thresholds(value: str) -> dict[str, float]:
-    """``5%`` (time) or ``time:5%,memory:2%,compile:25%``: a percentage per gated metric."""
-    thresholds: dict[str, float] = {}
-    for part in (item.strip() for item in value.split(",")):
-        metric, sep, pct = part.rpartition(":")
-        metric = metric.strip().lower() if sep else "time"
-        if metric not in GATED_METRICS:
-            raise argparse.ArgumentTypeError(
-                f"{metric!r} in {value!r} is not a gated metric; valid: {', '.join(GATED_METRICS)}"
-            )
-        if metric in thresholds:
-            raise argparse.ArgumentTypeError(f"{metric!r} appears twice in {value!r}")
-        try:
-            thresholds[metric] = parse_percent(pct)
-        except argparse.ArgumentTypeError as exc:
-            # Say the other form too: a user who wrote "abc" may have meant one per metric.
-            raise argparse.ArgumentTypeError(
-                f"{exc}; or one per metric, such as time:5%,memory:10% "
-                f"(metrics: {', '.join(GATED_METRICS)})"
-            ) from None
-    return thresholds
-
-
-def parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    """A validator accepting exactly one of ``choices``."""
-
-    def parse(value: str) -> str:
-        if value not in choices:
-            raise argparse.ArgumentTypeError(
-                f"{value!r} is not valid; choose one of: {', '.join(choices)}"
-            )
-        return value
-
-    parse.__name__ = "choice"
-    return parse
-
-
-def parse_baseline_name(value: str) -> str:
-    """A baseline name that is safe as a file name inside the baseline directory."""
-    # fullmatch: "$" would also match before a trailing newline, letting "abc\n" through.
-    if not _NAME_RE.fullmatch(value) or ".." in value:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a valid baseline name; use letters, digits, '.', '-' and '_' "
-            "(no path separators, no '..', at most 100 characters)"
-        )
-    return value
-
-
-def parse_speedup_reference(value: str) -> str:
-    """One device kind."""
-    return parse_choice(KINDS)(value.lower())
 
 
 def _add(

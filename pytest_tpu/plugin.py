@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.options import KINDS, Settings, add_options, resolve_settings, under_xdist
+from pytest_tpu.options import Settings, add_options, resolve_settings, under_xdist
+from pytest_tpu.parsers import KINDS
 from pytest_tpu.results import REPORT_ATTR, BenchResult, ResultStore, result_from_item, results_key
 from pytest_tpu.session import DeviceSession, header_shown_key, session_key
 
@@ -159,7 +160,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """
     for item in items:
         if item.get_closest_marker("regression_threshold") is not None:
-            from pytest_tpu.gate.plugin import marker_thresholds
+            from pytest_tpu.gate.markers import marker_thresholds
 
             marker_thresholds(item)  # a bad marker is a usage error naming the test, now
         callspec = getattr(item, "callspec", None)

@@ -13,7 +13,7 @@ import pytest
 from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate import loading
 from pytest_tpu.gate.history import summarize
-from pytest_tpu.options import parse_baseline_name
+from pytest_tpu.parsers import parse_baseline_name
 from pytest_tpu.results import BenchResult
 
 ENV = {"python": "3.11.7", "cpu_model": "AMD EPYC", "commit": "abc", "dirty": False}

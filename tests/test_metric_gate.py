@@ -7,7 +7,8 @@ import tempfile
 
 import pytest
 
-from pytest_tpu.options import REGRESSION_EXIT_CODE, parse_thresholds
+from pytest_tpu.options import REGRESSION_EXIT_CODE
+from pytest_tpu.parsers import parse_thresholds
 
 MEMORY = """
 MIB = {mib}

@@ -55,8 +55,8 @@ def test_plain_benchmarks_get_no_speedup_table(pytester: pytest.Pytester):
     # Nothing beyond the plugin's small core is imported when no feature is asked for.
     result.stdout.fnmatch_lines(
         [
-            "loaded: ['pytest_tpu.options', 'pytest_tpu.plugin', 'pytest_tpu.results', "
-            "'pytest_tpu.session']"
+            "loaded: ['pytest_tpu.options', 'pytest_tpu.parsers', 'pytest_tpu.plugin', "
+            "'pytest_tpu.results', 'pytest_tpu.session']"
         ]
     )
 

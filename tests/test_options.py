@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from pytest_tpu import options
+from pytest_tpu import options, parsers
 
 
 @pytest.mark.parametrize(
@@ -50,8 +50,8 @@ def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, args, mess
 
 
 def test_tpu_timeout_at_its_bound_is_accepted():
-    assert options.parse_tpu_timeout("86400") == 86400.0
-    assert options.parse_workers("64") == 64 and options.parse_virtual_cpus("256") == 256
+    assert parsers.parse_tpu_timeout("86400") == 86400.0
+    assert parsers.parse_workers("64") == 64 and parsers.parse_virtual_cpus("256") == 256
 
 
 def test_environment_value_is_validated_and_named(pytester: pytest.Pytester, monkeypatch):
@@ -105,19 +105,19 @@ def test_precedence_cli_over_environment_over_ini(pytester: pytest.Pytester, mon
     ],
 )
 def test_accelerator_selection(text, mode, kinds):
-    selection = options.parse_accelerator(text)
+    selection = parsers.parse_accelerator(text)
     assert (selection.mode, selection.kinds) == (mode, kinds)
 
 
 @pytest.mark.parametrize("name", ["a/b", "..", "x..y", "/abs", "tab\tname", ".hidden", "", "é"])
 def test_unsafe_baseline_names_are_refused(name):
     with pytest.raises(argparse.ArgumentTypeError, match="not a valid baseline name"):
-        options.parse_baseline_name(name)
+        parsers.parse_baseline_name(name)
 
 
 @pytest.mark.parametrize("text", ["5%", "5", " 2.5% "])
 def test_percentages(text):
-    assert options.parse_percent(text) in (5.0, 2.5)
+    assert parsers.parse_percent(text) in (5.0, 2.5)
 
 
 def test_a_path_after_a_bare_baseline_option_is_not_taken_silently(pytester: pytest.Pytester):

@@ -35,7 +35,7 @@ from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, sessions
 # Reading is ``loading``'s; callers know ``load`` as part of the baseline.
 from pytest_tpu.gate.loading import SCHEMA, SECTION, Baseline, BaselineError
 from pytest_tpu.gate.loading import load as load
-from pytest_tpu.options import parse_baseline_name
+from pytest_tpu.parsers import parse_baseline_name
 from pytest_tpu.results import BenchResult
 
 GIT_TIMEOUT = 5.0

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate import baseline as store
-from pytest_tpu.gate import calibration, contention, loading, remeasure
+from pytest_tpu.gate import calibration, contention, loading, remeasure, saving
 from pytest_tpu.gate.compare import (
     Row,
     Scope,
@@ -33,7 +33,7 @@ from pytest_tpu.gate.compare import (
     regressions,
     remember_gate,
 )
-from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary, metrics_of, summarize
+from pytest_tpu.gate.history import RunSummary, metrics_of, summarize
 from pytest_tpu.gate.lines import (
     between_sessions_hint,
     comparison_lines,
@@ -41,6 +41,7 @@ from pytest_tpu.gate.lines import (
     gate_verdict,
     noise_line,
 )
+from pytest_tpu.gate.markers import marker_thresholds
 from pytest_tpu.gate.stats import relative_spread
 from pytest_tpu.options import (
     REGRESSION_EXIT_CODE,
@@ -444,83 +445,11 @@ class GatePlugin:
 
     def _save(self, session: pytest.Session, results: Any) -> None:
         name = self.settings.save_baseline or ""
-        if not results.passed:
-            self.lines.append(
-                f"no benchmark was measured: baseline {name!r} NOT saved (under pytest-xdist "
-                "only device benchmarks, those using `accelerator`, are measured)"
-            )
+        saver = saving.Saver(self.config, self.settings, self._environment)
+        saved = saver.save(name, results, self._runs)
+        self.lines += saver.lines
+        if not saved:
             self._save_failed(session)
-            return
-        directory = self.settings.baseline_dir
-        previous = self._previous(name)
-        new = [store.NewRun(result, tuple(self._runs(result))) for result in results.passed]
-        keep = self.settings.baseline_history or DEFAULT_KEEP
-        try:
-            path = store.save(
-                directory,
-                name,
-                new,
-                self._environment(),
-                left_out=[result.nodeid for result in results.failed],
-                previous=previous,
-                keep=keep,
-                machine_info=self._benchmark_info("machine"),
-                commit_info=self._benchmark_info("commit"),
-            )
-        except (OSError, loading.BaselineError) as exc:
-            self.lines.append(f"baseline {name!r} NOT saved: {exc}")
-            self._save_failed(session)
-            return
-        counts = store.kept_sessions(previous, new, self._environment(), keep)
-        kept = _kept_text(counts)
-        count = f"{len(new)} benchmark{'s' if len(new) != 1 else ''}"
-        self.lines.append(f"saved baseline {name!r}: {count} in {path}{kept}")
-        if counts and min(counts) < 2:
-            self.lines.append(
-                f"  the gate measures the noise between sessions from at least 2 saved runs "
-                f"(it keeps the last {keep}); against 1 it assumes they differ by the threshold "
-                "and says so"
-            )
-        few = min(keep, DEFAULT_KEEP)
-        if counts and min(counts) < few:
-            # With 2 saved runs the between-session noise has one degree of freedom: a trial saw
-            # +68 % [+17 %, +142 %] pass, not 99 % sure. Users read "at least 2" as "enough".
-            self.lines.append(
-                f"  with fewer than {few} saved runs the noise between sessions "
-                "is known so roughly that only large changes are resolved; each run saved "
-                "narrows that"
-            )
-        if self.settings.compare_ref:
-            self.lines.append(_alternating_note(self.config))
-        for result in results.failed:
-            self.lines.append(f"  left out (failed): {result.nodeid}: {result.error}")
-
-    def _previous(self, name: str) -> loading.Baseline | None:
-        """The baseline being added to; an unreadable one is kept aside, never overwritten."""
-        path = store.baseline_path(self.settings.baseline_dir, name)
-        if not path.is_file():
-            return None
-        try:
-            return store.load(path)
-        except loading.BaselineError as exc:
-            aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
-            path.rename(aside)
-            self.lines.append(f"baseline {name!r} could not be read ({exc}); kept as {aside}")
-            return None
-
-    def _benchmark_info(self, kind: str) -> dict[str, Any] | None:
-        """machine_info / commit_info from pytest-benchmark's own hooks, as its saves have."""
-        hook = self.config.hook
-        try:
-            if kind == "machine":
-                info = hook.pytest_benchmark_generate_machine_info(config=self.config)
-                hook.pytest_benchmark_update_machine_info(config=self.config, machine_info=info)
-            else:
-                info = hook.pytest_benchmark_generate_commit_info(config=self.config)
-                hook.pytest_benchmark_update_commit_info(config=self.config, commit_info=info)
-        except Exception:  # pytest-benchmark absent or a hook failing: a stand-in is used
-            return None
-        return info if isinstance(info, dict) else None
 
     def _save_failed(self, session: pytest.Session) -> None:
         if session.exitstatus in (pytest.ExitCode.OK, REGRESSION_EXIT_CODE):
@@ -569,55 +498,3 @@ def _check_profile_dir(path: Path) -> None:
     parent = next((p for p in (path, *path.parents) if p.exists()), None)
     if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
         raise pytest.UsageError(f"--tpu-profile-regressions={path}: {parent} cannot be written")
-
-
-MARKER = "regression_threshold"
-
-
-def marker_thresholds(item: pytest.Item) -> dict[str, float]:
-    """``@pytest.mark.regression_threshold(time="10%", memory="2%")``: percent per metric.
-
-    The closest marker wins, so one on a class or module (``pytestmark``) sets a group's.
-    """
-    from pytest_tpu.options import GATED_METRICS, parse_percent
-
-    marker = item.get_closest_marker(MARKER)
-    if marker is None:
-        return {}
-    if marker.args or not marker.kwargs:
-        raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.{MARKER} takes metric=percent keywords, "
-            f"from: {', '.join(GATED_METRICS)}"
-        )
-    found = {}
-    for metric, value in marker.kwargs.items():
-        if metric not in GATED_METRICS:
-            raise pytest.UsageError(
-                f"{item.nodeid}: @pytest.mark.{MARKER}({metric}=...): valid metrics are "
-                f"{', '.join(GATED_METRICS)}"
-            )
-        try:
-            found[metric] = parse_percent(str(value))
-        except Exception as exc:  # argparse's error type: the message names the valid values
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}: {exc}") from None
-    return found
-
-
-def _kept_text(counts: list[int]) -> str:
-    """``; 3 runs kept per benchmark`` (or ``2-3 runs``): how deep the history now is."""
-    if not counts:
-        return ""
-    low, high = min(counts), max(counts)
-    span = f"{low}" if low == high else f"{low}-{high}"
-    return f"; {span} run{'s' if high > 1 else ''} kept per benchmark"
-
-
-def _alternating_note(config: pytest.Config) -> str:
-    """What a run saved during --compare-ref is good for (a trial's ini compare_ref made every
-    later plain --compare call its saved runs incompatible, unexplained)."""
-    where = "" if config.getoption("compare_ref") else " (ini compare_ref)"
-    return (
-        f"  these rounds took turns with a base process (--compare-ref{where}) and are kept as "
-        "their own history: a plain --compare calls them incompatible (rounds differs). To track "
-        "over time, save in runs without --compare-ref (-o compare_ref= overrides the ini)"
-    )

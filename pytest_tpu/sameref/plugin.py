@@ -11,16 +11,12 @@ so rounds alternate ABBA and the verdict is taken on pairs of neighbouring round
 from __future__ import annotations
 
 import contextlib
-import inspect
-import math
 import os
-import random
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -37,13 +33,13 @@ from pytest_tpu.gate.compare import (
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import confirm, layout, nested, resolve, seed, worktree
+from pytest_tpu.sameref import confirm, nested, resolve, seed, worktree
+from pytest_tpu.sameref.args import child_args, measuring_args
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note
-from pytest_tpu.sameref.sizing import size_rounds_on_turns
+from pytest_tpu.sameref.runner import wrap_runner
 from pytest_tpu.sameref.swap import swap_for
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
-from pytest_tpu.timing import size_rounds_on_a_steady_call
 
 UNMEASURED = {  # options under which no benchmark is measured, so no base is run
     "--benchmark-disable": "--benchmark-disable measures nothing, so the base revision was not run",
@@ -51,148 +47,6 @@ UNMEASURED = {  # options under which no benchmark is measured, so no base is ru
 }
 CONNECT_TIMEOUT_S = 300.0  # the base session's start: Python, pytest, plugins, its conftests
 STOP_TIMEOUT_S = 10.0
-# pytest-benchmark options that decide how a benchmark is measured: the base gets the same.
-BENCHMARK_OPTIONS = (
-    ("benchmark_timer", "--benchmark-timer"),
-    ("benchmark_min_rounds", "--benchmark-min-rounds"),
-    ("benchmark_max_time", "--benchmark-max-time"),
-    ("benchmark_min_time", "--benchmark-min-time"),
-    ("benchmark_calibration_precision", "--benchmark-calibration-precision"),
-    ("benchmark_warmup_iterations", "--benchmark-warmup-iterations"),
-)
-BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
-# Calls shorter than this get an untimed call before most timed ones in their turn: the other
-# side's round has just left the caches cold. A 34 µs numpy function made 30 % slower (plain runs)
-# read +23 to +27 % without it, +28 to +29 % with it; beyond a millisecond refilling the caches is
-# a small share of a call.
-WARM_BELOW_S = 0.001
-# ... but not before every one: with an untimed call before each timed call, the timed calls were
-# every other call, and a function slow on every 40th call (a tf.function retracing) was slow only
-# in untimed calls -- `unchanged`, "detects 1.4 %", on a mean 57 % slower (trial 19). A round has
-# its untimed call where this sequence says so, the same for the i-th round on both sides (so a
-# pair is warm or cold on both), so which calls are timed no longer follows their count.
-WARM_SHARE = 0.75
-_SEQUENCE = random.Random(20261125)  # one generator: its draws, not its first draw repeated
-_WARM_TURNS = tuple(_SEQUENCE.random() < WARM_SHARE for _ in range(4096))
-
-
-def _wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: int) -> None:
-    """Before every round of one BenchmarkFixture instance: wait for the turn, then pin.
-
-    ``factor`` times the rounds in a session that resolves rows the first pair could not.
-    """
-    layout.shuffle()  # before the test's first round, on each side: see layout.py
-    resolve.scale_rounds(fixture, factor)
-    size_rounds_on_a_steady_call(fixture)  # innermost: its doubled first call takes one turn
-    size_rounds_on_turns(fixture)  # the hand-overs count: a 75 µs function's round costs more
-    original = getattr(fixture, "_make_runner", None)
-    if not callable(original):
-        return
-    same_arguments = _pedantic_arguments_repeat(fixture)
-    # The previous call's time, across runners (pedantic makes one per round): the calibrating
-    # call and the first round are never doubled. And this side's count of runner calls.
-    last = [math.inf]
-    count = [0]
-
-    def make_runner(function: Any, args: Any, kwargs: Any) -> Any:
-        runner = original(function, args, kwargs)
-        # A call may be made twice only on arguments a call does not use up: benchmark(fn)'s, and
-        # pedantic's without a setup (which may make arguments one call consumes) or a teardown
-        # (which may expect one call before it).
-        plain = str(getattr(fixture, "_mode", "")).startswith("benchmark(")
-        repeatable = plain or same_arguments == [True]
-
-        def taking_turns(*call_args: Any) -> Any:
-            take_turn()
-            pin.before_round()
-            count[0] += 1
-            if repeatable and last[0] < WARM_BELOW_S and warm_turn(count[0]):
-                runner(*call_args)  # untimed: warms the caches the other side's round took
-            timed = runner(*call_args)  # pedantic's single call: (duration, result)
-            last[0] = timed[0] if isinstance(timed, tuple) else timed
-            return timed
-
-        return taking_turns
-
-    fixture._make_runner = make_runner
-
-
-def warm_turn(index: int) -> bool:
-    """Whether this side's ``index``-th runner call gets an untimed call before it."""
-    return _WARM_TURNS[index % len(_WARM_TURNS)]
-
-
-def _pedantic_arguments_repeat(fixture: Any) -> list[bool]:
-    """A box that says, once ``benchmark.pedantic`` is called, whether every round gets the same
-    arguments and nothing runs between rounds (no ``setup``, no ``teardown``)."""
-    box: list[bool] = []
-    raw = getattr(fixture, "_raw_pedantic", None)
-    if not callable(raw):
-        return box
-
-    def raw_pedantic(*args: Any, **kwargs: Any) -> Any:
-        from pytest_tpu.measure import USER_SETUP_ATTR
-
-        try:
-            given = inspect.signature(raw).bind_partial(*args, **kwargs).arguments
-        except TypeError:  # pytest-benchmark says what is wrong with the call
-            return raw(*args, **kwargs)
-        setup = given.get("setup")
-        setup = getattr(setup, USER_SETUP_ATTR, setup)  # a device test's, under our bookkeeping
-        box[:] = [setup is None and given.get("teardown") is None]
-        return raw(*args, **kwargs)
-
-    fixture._raw_pedantic = raw_pedantic
-    return box
-
-
-def _option_value(value: Any) -> str:
-    target = getattr(value, "target", value)
-    if callable(target):
-        return f"{target.__module__}.{target.__name__}"
-    return str(value)
-
-
-def _in_tree(arg: str, root: Path, tree: Path) -> str:
-    """A test path of the head's command line, pointing into the base's worktree instead."""
-    path, sep, rest = arg.partition("::")
-    absolute = Path(path)
-    if not absolute.is_absolute():
-        return arg  # relative to the invocation folder, which has its twin in the worktree
-    try:
-        return str(tree / absolute.resolve().relative_to(root.resolve())) + sep + rest
-    except ValueError:
-        return arg  # outside the repository: the same files on both sides
-
-
-def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path) -> list[str]:
-    """The base session's command line: same selection, same measuring options."""
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    if config.args_source == pytest.Config.ArgsSource.ARGS:
-        # Otherwise the base finds its tests itself, from its own testpaths or folder.
-        args += [_in_tree(str(arg), root, tree) for arg in config.args]
-    if config.option.keyword:
-        args += ["-k", config.option.keyword]
-    if config.option.markexpr:
-        args += ["-m", config.option.markexpr]
-    return args + measuring_args(config, settings)
-
-
-def measuring_args(config: pytest.Config, settings: Settings) -> list[str]:
-    """The options that decide how a benchmark is measured, as a child session takes them."""
-    args = [
-        f"--accelerator={settings.accelerator}",
-        f"--tpu-workload-size={settings.workload_size}",
-        f"--tpu-workload-data={settings.workload_data}",
-    ]
-    if settings.virtual_cpus:
-        args.append(f"--tpu-virtual-cpus={settings.virtual_cpus}")
-    for dest, flag in BENCHMARK_OPTIONS:
-        value = config.getoption(dest, None)
-        if value is not None:
-            args.append(f"{flag}={_option_value(value)}")
-    args += [flag for dest, flag in BENCHMARK_FLAGS if config.getoption(dest, False)]
-    return args
 
 
 class HeadPlugin:
@@ -354,7 +208,7 @@ class HeadPlugin:
         return [f"compare-ref: {where} vs {head}; {how} (same job)"]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from pytest_tpu.gate.plugin import marker_thresholds
+        from pytest_tpu.gate.markers import marker_thresholds
 
         for item in session.items:  # @pytest.mark.regression_threshold(time=...) as with --compare
             own = marker_thresholds(item).get("time")
@@ -388,7 +242,7 @@ class HeadPlugin:
         nodeid = item.nodeid
         pin = Pin(None if self.whole_runs else self.core)
         factor = self.factors.get(nodeid, 1)
-        _wrap_runner(fixture, lambda: leader.before_head_round(nodeid), pin, factor)
+        wrap_runner(fixture, lambda: leader.before_head_round(nodeid), pin, factor)
         try:
             try:
                 outcome = yield
@@ -585,7 +439,7 @@ class BasePlugin:
         timed = fixture is not None and not getattr(fixture, "disabled", False)
         if timed:
             factor = self.factors.get(nodeid, 1)
-            _wrap_runner(fixture, lambda: self.follower.before_round(nodeid), pin, factor)
+            wrap_runner(fixture, lambda: self.follower.before_round(nodeid), pin, factor)
         try:
             return (yield)
         finally:
