@@ -21,7 +21,7 @@ from pytest_tpu.gate.compare import (
 )
 from pytest_tpu.gate.history import RunSummary, summarize
 from pytest_tpu.gate.lines import between_sessions_hint
-from pytest_tpu.gate.stats import Change
+from pytest_tpu.gate.stats import ONE_PAIR, SPREAD_OF_PAIRS, Change
 
 
 def found(estimate, low, high, p_slower, *, source="5 saved runs", detectable=0.03):
@@ -400,6 +400,19 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
         "regression gate (2%): passed, 1 checked; 1 inconclusive, each ruling a slowdown of its "
         "threshold out"
     )
+    # One pair of processes leaning slower (same job): its interval is its rounds' own and
+    # leaves out an offset between the two processes, so it may hide the slowdown (r47).
+    one = f"300 paired rounds in this job, {ONE_PAIR}"
+    [line] = gate_lines([row(0.022, 0.019, 0.025, threshold=0.05, noise_source=one)], 5.0, "main")
+    assert line.endswith(
+        "1 inconclusive: a 5% slowdown there is neither shown nor ruled out (see the table)"
+    )
+    # Under a quarter of the threshold, or measured by more pairs, the interval decides.
+    [line] = gate_lines([row(0.01, 0.007, 0.013, threshold=0.05, noise_source=one)], 5.0, "main")
+    assert line.endswith("1 inconclusive, each ruling a slowdown of its threshold out")
+    spread = f"3 {SPREAD_OF_PAIRS}, paired rounds: the spread between the pairs"
+    [line] = gate_lines([row(0.022, 0.0, 0.04, threshold=0.05, noise_source=spread)], 5.0, "x")
+    assert line.endswith("1 inconclusive, each ruling a slowdown of its threshold out")
 
 
 def test_a_first_call_allows_for_the_spread_of_every_first_call_and_the_machine_s_drift():
