@@ -26,6 +26,9 @@ MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estim
 CONFIDENCE = 0.95  # the interval shown
 SPREAD_OF_PAIRS = "pairs of processes in this job"  # names a same-job row judged on that spread
 ONE_PAIR = "one pair of processes"  # ends the noise source of a same-job row of one pair
+# A slowdown of this share of its threshold or more, read by one pair, can be a regression an offset
+# between the pair's two processes made look smaller (``sameref.rows.one_pair``, ``lines``).
+ONE_PAIR_HIDES = 0.25
 FAIL_CONFIDENCE = 0.99  # how sure "slower" must be (the gate's rule, ``verdict.decide``)
 TAIL = "mean of all rounds"  # names a row failed on slow calls in the tail (``gate.tail``)
 POWER = 0.8  # "catches 4 times in 5": the power of the smallest detectable change

@@ -13,6 +13,7 @@ from pytest_tpu.gate.compare import Measured, Row, decide, row_of, tail
 from pytest_tpu.gate.stats import (
     FAIL_CONFIDENCE,
     ONE_PAIR,
+    ONE_PAIR_HIDES,
     SPREAD_OF_PAIRS,
     TAIL,
     Change,
@@ -231,7 +232,7 @@ def doubtful(row: Row, threshold: float) -> bool:
 def leans_slower(change: float, threshold: float) -> bool:
     """Whether ``change`` lies from a quarter to half the threshold: under what new pairs measure
     (``under_threshold``), yet more than one pair's ``unchanged`` can vouch for."""
-    return threshold / 4 <= change < threshold / 2
+    return threshold * ONE_PAIR_HIDES <= change < threshold / 2
 
 
 def under_threshold(change: float, threshold: float) -> bool:
