@@ -217,7 +217,10 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
         if verdict == "faster"
         else " (improvements: 0 confirmed, 1 withdrawn)"
     )
-    result.stdout.fnmatch_lines([f"re-measured 1 improvement(s) in a new pair of processes{stood}"])
+    # The line ends on what the new pairs cost the session, in seconds.
+    result.stdout.fnmatch_lines(
+        [f"re-measured 1 improvement(s) in a new pair of processes{stood} [[]* s]"]
+    )
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["verdict"] == verdict
     confirmed = (
@@ -288,7 +291,7 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
         [
             "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third "
             "pair; 1 that three pairs left open measured by 2 more "
-            "(regressions: 1 confirmed, 0 withdrawn)",
+            "(regressions: 1 confirmed, 0 withdrawn) [[]* s]",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
         consecutive=False,
@@ -346,7 +349,8 @@ def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
     result.stdout.fnmatch_lines(
         [
             "re-measured 1 regression(s) in a new pair of processes; 1 that it could not tell "
-            "measured once more with up to 4x the rounds (regressions: 1 confirmed, 0 withdrawn)",
+            "measured once more with up to 4x the rounds (regressions: 1 confirmed, 0 withdrawn) "
+            "[[]* s]",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
         consecutive=False,

@@ -343,15 +343,17 @@ class HeadPlugin:
         root = self.config.rootpath
         most = self.settings.compare_ref_rounds
         swap = None if self.tree is None else swap_for(self.tree.path, self.root, root)
+        started = time.monotonic()
         rows, line = confirm.remeasure(
             rows, self.commit, pct, root, measuring, self.own, most, swap
         )
-        lines = [line]
+        lines = [_took(line, started)]
         # A re-measurement with more rounds does not resolve again; nor does a session that
         # only compares: resolving buys a verdict for the gate.
         if self.settings.gating and not resolve.resolving():
+            started = time.monotonic()
             rows, line = resolve.resolve(rows, self.commit, pct, root, measuring, self.own, most)
-            lines.append(line)
+            lines.append(_took(line, started))
         self.lines += [line for line in lines if line]
         return rows
 
@@ -416,6 +418,13 @@ class HeadPlugin:
             self.tree.remove()
         if self._old_sigterm is not None:
             signal.signal(signal.SIGTERM, self._old_sigterm)
+
+
+def _took(line: str, started: float) -> str:
+    """``line`` on a re-measurement with the seconds it took, so that a reader sees what the new
+    pairs of processes added to the session (a passing session pays them only where a row was in
+    doubt); "" stays "" (nothing ran)."""
+    return f"{line} [{time.monotonic() - started:.0f} s]" if line else ""
 
 
 def _interrupt(signum: int, frame: Any) -> None:
