@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from processes import interruptible
@@ -267,10 +268,13 @@ def work():
     time.sleep({seconds} * SLOW * OFFSET)
 
 def test_ped(benchmark):
-    benchmark.pedantic(work, rounds=30, warmup_rounds=1)
+    benchmark.pedantic(work, rounds={rounds}, warmup_rounds=1)
+    if {head}:  # the rounds each head process took, one line a pair
+        with open(str(COUNTER) + "-rounds", "a") as log:
+            log.write(f"{{benchmark.stats.stats.rounds}}\\n")
 """
 # The first pair and the new one disagree far beyond their rounds' noise.
-DISAGREEING = {"offsets": "[1.10, 0.92, 1.04]", "seconds": 0.003}
+DISAGREEING = {"offsets": "[1.10, 0.92, 1.04]", "seconds": 0.003, "rounds": 30}
 
 
 def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spread(repo):
@@ -307,7 +311,7 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
 
 # The first pair reads about +7.5 %, between half the 10 % threshold and the threshold; later
 # pairs read SLOW.
-UNDER = {"offsets": "[1.075 / SLOW, 1.0, 1.0, 1.0, 1.0]", "seconds": 0.006}
+UNDER = {"offsets": "[1.075 / SLOW, 1.0, 1.0, 1.0, 1.0]", "seconds": 0.006, "rounds": 30}
 
 
 @pytest.mark.parametrize(("slow", "code"), [(1.15, REGRESSION_EXIT_CODE), (1.0, 0)])
@@ -338,6 +342,29 @@ def test_a_slowdown_one_pair_measured_under_the_threshold_is_decided_by_more_pai
         assert len(counter.read_text()) == 5  # three pairs left it open: five decided
         assert row["ci_low"] < 0 < row["ci_high"] < 10
     assert len(worktrees(repo)) == 1
+
+
+# Unchanged code whose first pair reads +25 % (an offset between its processes), between half a
+# 40 % threshold and the threshold, on rounds that resolve a few percent.
+LEANER = {"offsets": "[1.25, 1.0, 1.0, 1.0, 1.0]", "seconds": 0.003, "rounds": 200}
+
+
+def test_new_pairs_checking_a_finely_resolved_reading_take_fewer_rounds(repo):
+    counter = repo.path.parent / f"{repo.path.name}-heads"
+    commit(repo, "base", test_bench=OFFSET.format(slow=1.0, counter=counter, head=False, **LEANER))
+    commit(repo, "head", test_bench=OFFSET.format(slow=1.0, counter=counter, head=True, **LEANER))
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=40", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    # New pairs measure it and their spread withdraws it, as with all their rounds; but they are
+    # there to draw other offsets between processes, not to resolve finer than an eighth of the
+    # threshold, so each takes fewer rounds than the first pair (at least 20 of pedantic's).
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["re-measured 1 slowdown(s) under the threshold in a new pair*"])
+    first, *later = [int(n) for n in Path(f"{counter}-rounds").read_text().split()]
+    assert first == 200 and len(later) >= 2
+    assert all(20 <= rounds < 200 for rounds in later), later
+    (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    assert row["regression"] is False and "first +2" in row["note"]
 
 
 def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):

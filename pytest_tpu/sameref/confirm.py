@@ -43,11 +43,16 @@ at most ``--tpu-compare-ref-rounds``), and that pair decides by the same rule. (
 r25, with a bursty neighbour: 3 of 10 Keras CNN ``benchmark(fn)`` rows made 10 % slower were
 withdrawn by new pairs whose 8-11 rounds gave intervals 18-26 points wide, such as +2.8 %
 [-8.6 %, +15.5 %].)
+
+The other way round, a new pair that checks a reading takes fewer rounds where its first pair's
+resolved far finer than the threshold (``rows.lean_factor``): it is there to draw another offset
+between processes, and rounds that resolve finer than an eighth of the threshold do not buy that.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +71,7 @@ from pytest_tpu.sameref.judge import (
     to_more_pairs,
 )
 from pytest_tpu.sameref.nested import CONFIRM_ENV, ROUNDS_ENV, factors, nested
-from pytest_tpu.sameref.rows import TAIL_ENV, doubtful
+from pytest_tpu.sameref.rows import TAIL_ENV, doubtful, lean_factor
 from pytest_tpu.sameref.swap import Swap
 
 
@@ -75,7 +80,7 @@ def more_rounds_for(
     again: Mapping[str, Mapping[str, Any] | None],
     thresholds: Mapping[str, float],
     most: int,
-    inherited: Mapping[str, int],
+    inherited: Mapping[str, float],
 ) -> dict[str, int]:
     """The regressions a new pair could not tell, with the times the first pair's rounds their
     next pair takes: what ``once_more`` asks, on top of what this session already had
@@ -86,7 +91,7 @@ def more_rounds_for(
     for nodeid in failing:
         factor = once_more(again.get(nodeid), thresholds[nodeid], most)
         if factor:
-            had = inherited.get(nodeid, 1)
+            had = math.ceil(max(1.0, inherited.get(nodeid, 1)))  # whole: more, never fewer
             wanted[nodeid] = max(had, min(most, factor * had))
     return wanted
 
@@ -118,8 +123,11 @@ def remeasure(
     under = [row.nodeid for row in rows if doubtful(row, thresholds[row.nodeid])]
     if not failing and not improving and not under:
         return list(rows), ""
-    env = _confirming(rows)
     measured = failing + improving + under
+    inherited = factors()  # a session with more rounds already: its new pairs start there
+    # Every new pair that checks a reading takes as many rounds as it needs, no more (``lean``).
+    start = {**lean(rows, measured, thresholds), **inherited}
+    env = {**_confirming(rows), **({ROUNDS_ENV: json.dumps(start)} if start else {})}
     again, problem = nested(measured, commit, pct, rootdir, measuring, env, swap)
     if problem:  # a broken re-measurement must not turn a measured regression into a pass
         return list(rows), f"the re-measurement {problem}: the first one stands"
@@ -127,7 +135,7 @@ def remeasure(
     counts += [f"{len(improving)} improvement(s)"] if improving else []
     counts += [f"{len(under)} slowdown(s) under the threshold"] if under else []
     line = f"re-measured {' and '.join(counts)} in a new pair of processes"
-    inherited = factors()  # a session with more rounds already: its new pairs start there
+    # A new pair that could not tell is followed by one with more rounds than the first pair's.
     wanted = more_rounds_for(failing, again, thresholds, most, inherited)
     # A regression the new pair agrees with is measured by a third pair, and the spread between
     # the pairs decides: two pairs can agree on an offset of their processes (trial 17: an
@@ -147,7 +155,7 @@ def remeasure(
     # the first one's offset as well for a speed-up (seen: an unchanged 56 µs tokenizer -6.9 %
     # "faster", confirmed by one new pair).
     agreed += [n for n in improving if improves(again.get(n), thresholds[n])]
-    last_rounds = {**{nodeid: inherited.get(nodeid, 1) for nodeid in agreed}, **wanted}
+    last_rounds: dict[str, float] = {**{n: start.get(n, 1) for n in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
         env = {**_confirming(rows), ROUNDS_ENV: json.dumps(last_rounds)}
@@ -184,6 +192,19 @@ def remeasure(
     return judged, line + _outcome(judged, failing, improving, under)
 
 
+def lean(
+    rows: Iterable[Row], measured: Sequence[str], thresholds: Mapping[str, float]
+) -> dict[str, float]:
+    """The share of their first pair's rounds the new pairs take for the ``measured`` rows, where
+    it is under 1 (``rows.lean_factor``)."""
+    shares = {
+        row.nodeid: lean_factor(row, thresholds[row.nodeid])
+        for row in rows
+        if row.nodeid in measured
+    }
+    return {nodeid: share for nodeid, share in shares.items() if share < 1}
+
+
 def _confirming(rows: Iterable[Row]) -> dict[str, str]:
     """The environment of a nested session that re-measures ``rows``' regressions: it does not
     confirm again, and judges those found on the mean of all rounds on that statistic."""
@@ -216,7 +237,7 @@ class _Spread:
 
     rows: Mapping[str, Row]
     thresholds: Mapping[str, float]
-    rounds: Mapping[str, int]
+    rounds: Mapping[str, float]
 
     def further(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -21,7 +22,9 @@ from pytest_tpu.sameref import seed, worktree
 from pytest_tpu.sameref.swap import Swap, inverted
 
 CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does not confirm again
-ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"  # {node id: factor} in a session with more rounds, as JSON
+# {node id: factor} as JSON in a session with more rounds (a factor over 1), or with fewer (a new
+# pair checking a reading its first pair resolved far finer than the threshold: ``lean_factor``)
+ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"
 TIMEOUT_S = 3600.0
 GRACE_S = 1.0  # a nested session that got the same Ctrl-C is cleaning up already
 STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and remove its worktree
@@ -32,15 +35,19 @@ def confirming() -> bool:
     return bool(os.environ.get(CONFIRM_ENV))
 
 
-def factors() -> dict[str, int]:
-    """The round factor of each benchmark of a session with more rounds, by node id."""
+def factors() -> dict[str, float]:
+    """The round factor of each benchmark of a session with more or fewer rounds, by node id."""
     try:
         found = json.loads(os.environ.get(ROUNDS_ENV) or "{}")
     except ValueError:
         return {}
     if not isinstance(found, dict):
         return {}
-    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and v > 1}
+    return {
+        str(k): float(v)
+        for k, v in found.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf and v != 1
+    }
 
 
 def command(

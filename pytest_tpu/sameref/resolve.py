@@ -31,6 +31,8 @@ from pytest_tpu.sameref import judge, nested
 from pytest_tpu.sameref.reportrow import number
 from pytest_tpu.sameref.rows import factor_within
 
+LEAN_FEWEST_ROUNDS = 20  # benchmark.pedantic's rounds in a new pair with fewer of them
+
 
 def resolving() -> bool:
     """Whether this session is itself a re-measurement with more rounds."""
@@ -54,21 +56,33 @@ def factor_for(row: Row, threshold: float, most: int) -> int:
     return factor_within(detectable, threshold, most)
 
 
-def scale_rounds(fixture: Any, factor: int) -> None:
-    """Give one pytest-benchmark fixture instance ``factor`` times its rounds, in either style."""
-    if factor <= 1:
+def scale_rounds(fixture: Any, factor: float) -> None:
+    """Give one pytest-benchmark fixture instance ``factor`` times its rounds, in either style:
+    more where a row needs resolving, fewer (a factor under 1) for a new pair that checks a
+    reading its first pair resolved far finer than the threshold (``rows.lean_factor``)."""
+    if factor == 1 or not factor > 0:
         return
     if hasattr(fixture, "_max_time") and hasattr(fixture, "_min_rounds"):
         fixture._max_time = float(fixture._max_time) * factor  # benchmark(fn): rounds from time
-        fixture._min_rounds = int(fixture._min_rounds) * factor
+        if factor > 1:  # fewer: the minimum stays, for calls too slow for the time to count
+            fixture._min_rounds = math.ceil(int(fixture._min_rounds) * factor)
     original: Callable[..., Any] | None = getattr(fixture, "_raw_pedantic", None)
     if not callable(original):
         return
 
-    def more_rounds(target: Any, *args: Any, rounds: int = 1, **kwargs: Any) -> Any:
-        return original(target, *args, rounds=rounds * factor, **kwargs)
+    def scaled(target: Any, *args: Any, rounds: int = 1, **kwargs: Any) -> Any:
+        return original(target, *args, rounds=scaled_rounds(rounds, factor), **kwargs)
 
-    fixture._raw_pedantic = more_rounds  # pedantic() passes rounds by keyword
+    fixture._raw_pedantic = scaled  # pedantic() passes rounds by keyword
+
+
+def scaled_rounds(rounds: int, factor: float) -> int:
+    """``benchmark.pedantic``'s ``rounds`` times ``factor``; fewer never below
+    ``LEAN_FEWEST_ROUNDS`` (nor above what was given): a new pair needs enough pairs of rounds
+    for an interval."""
+    if factor >= 1:
+        return math.ceil(rounds * factor)
+    return min(rounds, max(LEAN_FEWEST_ROUNDS, math.ceil(rounds * factor)))
 
 
 def resolve(

@@ -33,10 +33,11 @@ _SEQUENCE = random.Random(20261125)  # one generator: its draws, not its first d
 _WARM_TURNS = tuple(_SEQUENCE.random() < WARM_SHARE for _ in range(4096))
 
 
-def wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: int) -> None:
+def wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: float) -> None:
     """Before every round of one BenchmarkFixture instance: wait for the turn, then pin.
 
-    ``factor`` times the rounds in a session that resolves rows the first pair could not.
+    ``factor`` times the rounds: more in a session that resolves rows the first pair could not,
+    fewer in a new pair that checks what a first pair resolved far finer than the threshold.
     """
     layout.shuffle()  # before the test's first round, on each side: see layout.py
     resolve.scale_rounds(fixture, factor)
