@@ -183,7 +183,7 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
         [
             # The pairs disagree far beyond their rounds: more pairs measure it (five here).
             "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third pair*"
-            "(regressions: 0 confirmed, 1 withdrawn)",
+            "(regressions: 0 confirmed, 1 withdrawn) [[]* s]",
             "regression gate (25%): passed, 1 checked; 1 inconclusive*",
             "*test_ped: not confirmed by new pairs of processes*: first +*, again *",
         ],
@@ -1257,7 +1257,7 @@ def test_an_offset_that_comes_with_the_role_is_not_confirmed_by_pairs_with_roles
     result.stdout.fnmatch_lines(
         [
             "re-measured 1 regression(s) in a new pair of processes*"
-            "(regressions: 0 confirmed, 1 withdrawn)"
+            "(regressions: 0 confirmed, 1 withdrawn) [[]* s]"
         ]
     )
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
