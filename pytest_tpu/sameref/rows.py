@@ -259,9 +259,10 @@ def factor_within(detectable: float, threshold: float, most: int) -> int:
 # A new pair of processes that checks one pair's reading is there to draw another offset between
 # processes, not to resolve finer than the first pair's rounds did: where those resolved far finer
 # than the threshold, it takes fewer rounds, enough to resolve an eighth of it, and at least this
-# share of the first pair's. (Seen here: a 77 µs numpy function, 4,300 rounds a side and +/-0.1 %
-# in one pair, took about 2 s a benchmark in each of the four new pairs that checked a +4 %
-# offset of unchanged code; the pairs read -1.4 to +1.3 %, each to +/-0.1 %.)
+# share of the first pair's. (Measured here, passing sessions: four new pairs that checked three
+# `benchmark(fn)` rows of a 77 µs numpy function, 4,300 rounds a side and +/-0.1 % in one pair, and
+# a pedantic one, took 29 s of an 82 s session, their pairs reading -2.8 to +1.6 %, each to
+# +/-0.1-0.5 %; with fewer rounds, four pairs that checked five such rows took 8 s.)
 LEAN_SHARE = 1 / 8
 LEAN_RESOLVES = 1 / 8  # of the threshold
 
