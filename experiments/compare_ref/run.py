@@ -70,6 +70,7 @@ def make_repo(repo: Path) -> None:
 
 
 PAIRS: dict[str, str] = {}  # with --pairs: the environment that loads pairlog.py
+EXTRA: list[str] = []  # --pytest-args: added to every --compare-ref session's command line
 
 
 def log_pairs(out: Path) -> None:
@@ -102,6 +103,7 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
             "--compare-ref=base",
             f"--fail-on-regression={threshold:g}",
             f"--tpu-report={report}",
+            *EXTRA,
         ],
         log.stem,
     )
@@ -145,8 +147,11 @@ def condition(
     print(f"[{name}] plain run of the same benchmarks: {plain:.0f} s", flush=True)
     # A session with nothing to confirm: the cost of a passing --compare-ref run.
     out, same = pytest_run(
-        repo, ["--compare-ref=base", f"--fail-on-regression={options.threshold:g}"], f"{name}-aa"
+        repo,
+        ["--compare-ref=base", f"--fail-on-regression={options.threshold:g}", *EXTRA],
+        f"{name}-aa",
     )
+    (root / f"{name}-aa.log").write_text(out)  # why it cost what it did: its [N s] lines
     failures = sum(line.startswith("REGRESSION") for line in out.splitlines())
     cost = f"{same:.0f} s ({same / plain:.2f}x)"
     print(f"[{name}] base against itself: {cost}, {failures} regressions", flush=True)
@@ -214,7 +219,13 @@ def main() -> None:
     parser.add_argument(
         "--workloads", default=",".join(KEEP), help=f"comma list, a subset of {', '.join(ALL)}"
     )
+    parser.add_argument(
+        "--pytest-args",
+        default="",
+        help="options added to every --compare-ref session, e.g. '--tpu-compare-ref-rounds=8'",
+    )
     options = parser.parse_args()
+    EXTRA[:] = options.pytest_args.split()
     kept = options.workloads.split(",")
     if not kept or not set(kept) <= set(ALL):
         parser.error(f"--workloads: a comma list of {', '.join(ALL)}, not {options.workloads!r}")
