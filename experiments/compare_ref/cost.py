@@ -35,13 +35,12 @@ REMEASURE = ("re-measured ", "measured ")  # the summary lines of confirm and re
 
 def new_pairs(out: str) -> tuple[float, list[str]]:
     """The seconds the session's new pairs took, and their summary lines."""
-    lines = [
-        line
+    took = [
+        (line, float(m.group(1)))
         for line in out.splitlines()
-        if line.startswith(REMEASURE) and TOOK_RE.search(line) and "new pair" in line
+        if line.startswith(REMEASURE) and "new pair" in line and (m := TOOK_RE.search(line))
     ]
-    seconds = sum(float(m.group(1)) for line in lines if (m := TOOK_RE.search(line)))
-    return seconds, lines
+    return sum(seconds for _, seconds in took), [line for line, _ in took]
 
 
 @dataclass

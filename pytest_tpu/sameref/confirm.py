@@ -197,12 +197,9 @@ def lean(
 ) -> dict[str, float]:
     """The share of their first pair's rounds the new pairs take for the ``measured`` rows, where
     it is under 1 (``rows.lean_factor``)."""
-    shares = {
-        row.nodeid: lean_factor(row, thresholds[row.nodeid])
-        for row in rows
-        if row.nodeid in measured
-    }
-    return {nodeid: share for nodeid, share in shares.items() if share < 1}
+    checked = set(measured)
+    shares = ((row.nodeid, lean_factor(row, thresholds[row.nodeid])) for row in rows)
+    return {nodeid: share for nodeid, share in shares if nodeid in checked and share < 1}
 
 
 def _confirming(rows: Iterable[Row]) -> dict[str, str]:

@@ -29,9 +29,7 @@ from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import SPREAD_OF_PAIRS
 from pytest_tpu.sameref import judge, nested
 from pytest_tpu.sameref.reportrow import number
-from pytest_tpu.sameref.rows import factor_within
-
-LEAN_FEWEST_ROUNDS = 20  # benchmark.pedantic's rounds in a new pair with fewer of them
+from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within
 
 
 def resolving() -> bool:

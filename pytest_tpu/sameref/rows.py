@@ -265,6 +265,7 @@ def factor_within(detectable: float, threshold: float, most: int) -> int:
 # +/-0.1-0.5 %; with fewer rounds, four pairs that checked five such rows took 8 s.)
 LEAN_SHARE = 1 / 8
 LEAN_RESOLVES = 1 / 8  # of the threshold
+LEAN_FEWEST_ROUNDS = 20  # benchmark.pedantic's rounds in a new pair with fewer of them
 
 
 def lean_factor(row: Row, threshold: float) -> float:
