@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.sameref.judge import by_pairs
-from pytest_tpu.sameref.pairs import across, disagree, still_open
+from pytest_tpu.sameref.judge import by_pairs, to_more_pairs
+from pytest_tpu.sameref.pairs import MOST, across, disagree, leans_open, still_open
 
 
 def first(change: float, low: float, high: float) -> Row:
@@ -94,3 +94,30 @@ def test_three_pairs_that_leave_a_regression_open_are_joined_by_two_more():
     assert still_open(across(first(0.032, 0.031, 0.033), fluke[:2]), 0.03)
     row = by_pairs(first(0.032, 0.031, 0.033), fluke, 0.03)
     assert row.verdict == "inconclusive" and not row.regression
+
+
+def test_a_new_pair_that_leaves_a_regression_open_sends_it_to_more_pairs():
+    # r49, beside the neighbour: a Keras CNN made 5 % slower, first +6.6 % [+3.1, +10.3], then
+    # +2.0 % [-3.4, +7.7] -- neither agreeing nor ruling the threshold out; it was withdrawn.
+    assert to_more_pairs(first(0.066, 0.031, 0.103), again(2.0, -3.4, 7.7), 0.05)
+    # A new pair that rules the threshold out withdraws it, as before (r49: +6.4 %, then +0.7 %
+    # [-2.4, +3.9], within each other's reach).
+    assert not to_more_pairs(first(0.064, 0.016, 0.113), again(0.7, -2.4, 3.9), 0.05)
+
+
+def test_five_pairs_left_open_leaning_slower_are_joined_by_more():
+    before = first(0.198, 0.19, 0.206)
+    five = [again(1.6, 1.4, 1.8), again(14.5, 14.3, 14.7), again(-0.5, -0.7, -0.3)]
+    five.append(again(12.4, 12.2, 12.6))
+    found = across(before, five)
+    assert found is not None and leans_open(found, 0.10)  # +7 %, from below zero past 10 %
+    # Leaning under half the threshold: no more pairs, however open.
+    low = [again(1.6, 1.4, 1.8), again(9.5, 9.3, 9.7), again(-0.5, -0.7, -0.3), again(2.4, 2, 3)]
+    assert still_open(across(first(0.16, 0.15, 0.17), low), 0.10)
+    assert not leans_open(across(first(0.16, 0.15, 0.17), low), 0.10)
+    # Four more at +7 %: eight new pairs' mean, eight degrees of freedom, a regression.
+    nine = [*five, *(again(7.0, 6.8, 7.2) for _ in range(MOST - 5))]
+    row = by_pairs(before, nine, 0.10)
+    assert row.verdict == "slower" and row.regression and row.confirmed
+    assert row.noise_source.startswith(f"{MOST} pairs of processes in this job")
+    assert 0 < row.low < 0.07 < row.high

@@ -20,7 +20,11 @@ times, under two rules:
   (``rows.doubtful``), and a regression the new pair lies far from (``pairs.disagree``);
 - ``quarter``: ``new`` with the band from a quarter of the threshold (not shipped: it catches the
   +5 % rows one pair read at +1 to +2.5 %, but sends unchanged rows to new pairs far more often,
-  and now and then fails one).
+  and now and then fails one);
+- ``open``: ``new`` where a new pair (or the pair measuring once more) that leaves a regression
+  open sends it to more pairs instead of withdrawing it, and five or more pairs that leave it
+  open leaning slower are joined by two more at a time, up to ``pairs.MOST`` (shipped since
+  session 25).
 
 The table also gives the new pairs each rule takes per first row: what it costs.
 
@@ -57,7 +61,7 @@ from pytest_tpu.sameref.turns import Rounds  # noqa: E402
 from pytest_tpu.summary import from_gate_row  # noqa: E402
 
 Cell = tuple[str, str, float]  # workload, style, arm
-RULES = ("old", "new", "quarter")
+RULES = ("old", "new", "quarter", "open")
 
 
 class _Counted:
@@ -88,13 +92,21 @@ def reported(row: Row) -> dict[str, Any]:
 
 
 def _pairs_of(
-    first: Row, draws: Iterator[Row], threshold: float, again: dict[str, Any] | None = None
+    first: Row,
+    draws: Iterator[Row],
+    threshold: float,
+    again: dict[str, Any] | None = None,
+    most: int = 5,
+    start: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """A second pair (``again`` where drawn already) and a third, and two more where three
-    leave it open."""
-    later = [again or reported(next(draws)), reported(next(draws))]
+    """A second pair (``again`` where drawn already) and a third (or ``start``, both drawn), two
+    more where three leave it open, and two at a time up to ``most`` pairs while they leave it
+    open leaning slower."""
+    later = start or [again or reported(next(draws)), reported(next(draws))]
     if pairs.still_open(pairs.across(first, later), threshold):
         later += [reported(next(draws)), reported(next(draws))]
+        while len(later) + 1 < most and pairs.leans_open(pairs.across(first, later), threshold):
+            later += [reported(next(draws)), reported(next(draws))]
     return later
 
 
@@ -109,21 +121,29 @@ def quarter(first: Row, threshold: float) -> bool:
 
 def judged(first: Row, draws: Iterator[Row], threshold: float, rule: str) -> Row:
     """``first`` as the confirmation leaves it under ``rule``, its new pairs from ``draws``."""
-    new = rule != "old"
+    new, most = rule != "old", pairs.MOST if rule == "open" else 5
     if first.regression:
         again = reported(next(draws))
         if judge.once_more(again, threshold, 4):
-            return judge.by_new_pair(first, again, threshold, (4, reported(next(draws))))
-        more = judge.to_more_pairs if new else lambda _, row, t: judge.confirms(row, t)
-        if more(first, again, threshold):
-            return judge.by_pairs(first, _pairs_of(first, draws, threshold, again), threshold)
+            last = reported(next(draws))
+            if rule == "open" and pairs.leaves_open(last, threshold):
+                later = _pairs_of(first, draws, threshold, most=most, start=[again, last])
+                return judge.by_pairs(first, later, threshold)
+            return judge.by_new_pair(first, again, threshold, (4, last))
+        if rule == "open":
+            more = judge.to_more_pairs(first, again, threshold)
+        else:  # before session 25 an open new pair withdrew the regression; ``old``: agreeing only
+            more = judge.confirms(again, threshold) or (new and pairs.disagree(first, again))
+        if more:
+            later = _pairs_of(first, draws, threshold, again, most)
+            return judge.by_pairs(first, later, threshold)
         return judge.by_new_pair(first, again, threshold)
     if first.status == "compared" and first.verdict == "faster":
         return judge.improvement(first, reported(next(draws)), threshold)
-    if (rule == "new" and rows.doubtful(first, threshold)) or (
+    if (rule in ("new", "open") and rows.doubtful(first, threshold)) or (
         rule == "quarter" and quarter(first, threshold)
     ):
-        return judge.by_pairs(first, _pairs_of(first, draws, threshold), threshold)
+        return judge.by_pairs(first, _pairs_of(first, draws, threshold, most=most), threshold)
     return first
 
 

@@ -18,8 +18,15 @@ from pytest_tpu.sameref.swap import SWAPPED_KEY
 
 def to_more_pairs(first: Row, again: Mapping[str, Any] | None, threshold: float) -> bool:
     """Whether a regression goes to a third pair (``confirm.remeasure``): the new pair's row
-    ``again`` agrees with it, or lies further from it than both pairs' rounds allow."""
-    return confirms(again, threshold) or pairs.disagree(first, again)
+    ``again`` agrees with it, lies further from it than both pairs' rounds allow, or leaves it
+    open (its interval from below zero to the threshold): one pair's offset either way could
+    have made it, and only more pairs tell (``confirm.remeasure`` sends a pair that measured once
+    more and left it open to them too)."""
+    return (
+        confirms(again, threshold)
+        or pairs.disagree(first, again)
+        or pairs.leaves_open(again, threshold)
+    )
 
 
 def once_more(again: Mapping[str, Any] | None, threshold: float, most: int) -> int:
