@@ -17,11 +17,12 @@ numpy function made 10 % slower read +13.3 %, +5.8 % and +13.3 % by three pairs,
 
 Where five pairs still leave it open and their change is at least half the threshold (what a
 ``slower`` verdict asks), pairs are added two at a time, up to ``MOST``: the mean of eight new pairs
-with seven degrees of freedom gives an interval about 1.7 times narrower than five pairs do. A
+with eight degrees of freedom gives an interval about 1.7 times narrower than five pairs do. A
 change under half the threshold stops at five (``inconclusive``): unchanged code rarely leans that
 far, so passing sessions seldom pay for it. (Measured here, r48 and r49, quiet: of the Keras CNN's
-+5 % rows that reached five pairs, 3 of 13 were left open at +2.5 % or more, ``inconclusive``; five
-pairs of that workload differ by about 3.5 %, so their mean's interval is about ±5 points.)
++5 % rows that reached five pairs, 3 of 12 were left open at +2.5 % or more, ``inconclusive``; five
+pairs of that workload differ by 2 to 4 % (standard deviation), so their mean's interval is ±3 to
+±6 points.)
 """
 
 from __future__ import annotations
