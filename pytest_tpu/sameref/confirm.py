@@ -180,8 +180,9 @@ def remeasure(
     spread_rows = agreed + reopened
     later = {n: [again.get(n), more.get(n)] for n in spread_rows}
     if spread_rows and not problem:
-        spread = _Spread(by_id, thresholds, {n: last_rounds[n] for n in spread_rows})
-        broken, note = spread.further(later, commit, pct, rootdir, measuring, swap)
+        rounds = {n: last_rounds[n] for n in spread_rows}
+        spread = _Spread(by_id, thresholds, rounds, _Nested(commit, pct, rootdir, measuring, swap))
+        broken, note = spread.further(later)
         standing |= broken
         line += note
     judged = []
@@ -240,22 +241,27 @@ _Open = Callable[[Change | None, float], bool]  # pairs.still_open or pairs.lean
 
 
 @dataclass(frozen=True)
+class _Nested:
+    """What every further pair's nested session is started with."""
+
+    commit: str
+    pct: float
+    rootdir: Path
+    measuring: Sequence[str]
+    swap: Swap | None
+
+
+@dataclass(frozen=True)
 class _Spread:
-    """Regressions judged on the spread between pairs: their first rows, thresholds and rounds."""
+    """Regressions judged on the spread between pairs: their first rows, thresholds and rounds,
+    and how their further pairs are started."""
 
     rows: Mapping[str, Row]
     thresholds: Mapping[str, float]
     rounds: Mapping[str, float]
+    session: _Nested
 
-    def further(
-        self,
-        later: dict[str, list[Mapping[str, Any] | None]],
-        commit: str,
-        pct: float,
-        rootdir: Path,
-        measuring: Sequence[str],
-        swap: Swap | None,
-    ) -> tuple[set[str], str]:
+    def further(self, later: dict[str, list[Mapping[str, Any] | None]]) -> tuple[set[str], str]:
         """Add ``pairs.FURTHER`` pairs' rows to ``later`` where three pairs leave a regression
         open, and two at a time up to ``pairs.MOST`` where five or more leave it open leaning
         slower (``pairs.leans_open``); the node ids whose further pairs could not run (their
@@ -266,7 +272,7 @@ class _Spread:
         note = f"; {len(opened)} that three pairs left open measured by {pairs.FURTHER} more"
         adding, first = opened, 0
         while adding:
-            broken = self._add(adding, later, commit, pct, rootdir, measuring, swap)
+            broken = self._add(adding, later)
             if broken:  # as everywhere: a broken re-measurement leaves the first one standing
                 return set(adding), f"{note} (that re-measurement {broken}: the first one stands)"
             adding = self._left(later, pairs.leans_open)
@@ -285,23 +291,17 @@ class _Spread:
             and still(pairs.across(self.rows[n], rows), self.thresholds[n])
         ]
 
-    def _add(
-        self,
-        nodeids: Sequence[str],
-        later: dict[str, list[Mapping[str, Any] | None]],
-        commit: str,
-        pct: float,
-        rootdir: Path,
-        measuring: Sequence[str],
-        swap: Swap | None,
-    ) -> str:
+    def _add(self, nodeids: Sequence[str], later: dict[str, list[Mapping[str, Any] | None]]) -> str:
         """``pairs.FURTHER`` more pairs' rows for ``nodeids``, appended to ``later``; what went
         wrong, or ""."""
         rounds = json.dumps({n: self.rounds[n] for n in nodeids})
         env = {**_confirming(self.rows.values()), ROUNDS_ENV: rounds}
+        at = self.session
         for index in range(pairs.FURTHER):  # the roles swapped in every second pair, as before
-            roles = swap if index % 2 == 0 else None
-            found, problem = nested(list(nodeids), commit, pct, rootdir, measuring, env, roles)
+            roles = at.swap if index % 2 == 0 else None
+            found, problem = nested(
+                list(nodeids), at.commit, at.pct, at.rootdir, at.measuring, env, roles
+            )
             if problem:
                 return problem
             for nodeid in nodeids:
