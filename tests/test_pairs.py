@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.sameref.judge import by_pairs, to_more_pairs
+from pytest_tpu.sameref.judge import by_pairs, to_more_pairs, with_rounds
 from pytest_tpu.sameref.pairs import MOST, across, disagree, leans_open, still_open
 
 
@@ -103,6 +103,21 @@ def test_a_new_pair_that_leaves_a_regression_open_sends_it_to_more_pairs():
     # A new pair that rules the threshold out withdraws it, as before (r49: +6.4 %, then +0.7 %
     # [-2.4, +3.9], within each other's reach).
     assert not to_more_pairs(first(0.064, 0.016, 0.113), again(0.7, -2.4, 3.9), 0.05)
+
+
+def test_pairs_measured_with_more_rounds_say_so_in_the_row():
+    # A regression the new pair could not tell, measured once more with 4x the rounds and left
+    # open, goes to the pairs' spread: the text must not pass that pair off as a plain one.
+    before = first(0.066, 0.031, 0.103)
+    later = [again(2.0, -3.4, 7.7), with_rounds(again(1.6, -5.8, 9.5), 4)]
+    later += [with_rounds(again(5.2, 1.0, 9.4), 4), with_rounds(again(4.4, 0.2, 8.6), 4)]
+    row = by_pairs(before, later, 0.05)
+    assert "again +2.0% [-3.4%, +7.7%], a third pair +1.6% [-5.8%, +9.5%] (4x the rounds)" in (
+        row.reason
+    )
+    assert "then +5.2% [+1.0%, +9.4%] (4x the rounds)" in row.reason
+    # A pair with the first pair's rounds (or fewer) is shown as it was.
+    assert with_rounds(again(2.0, -3.4, 7.7), 1) == again(2.0, -3.4, 7.7)
 
 
 def test_five_pairs_left_open_leaning_slower_are_joined_by_more():

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from pytest_tpu.gate.compare import Row, compared
-from pytest_tpu.gate.stats import CONFIDENCE, FAIL_CONFIDENCE, ONE_PAIR, ONE_PAIR_HIDES
+from pytest_tpu.gate.stats import CONFIDENCE, FAIL_CONFIDENCE, ONE_PAIR, one_pair_may_hide
 from pytest_tpu.gate.verdict import ALSO
 from pytest_tpu.options import REGRESSION_EXIT_CODE
 from pytest_tpu.report.model import OTHER_METRICS, verdict_word
@@ -224,7 +224,7 @@ def _may_hide(row: Row) -> bool:
         return True
     if row.change is None or not row.noise_source.endswith(ONE_PAIR):
         return False
-    return row.change >= row.threshold * ONE_PAIR_HIDES
+    return one_pair_may_hide(row.change, row.high, row.threshold)
 
 
 def _own_threshold(row: Row, threshold: float) -> float:

@@ -70,6 +70,7 @@ from pytest_tpu.sameref.judge import (
     interval_text,
     once_more,
     to_more_pairs,
+    with_rounds,
 )
 from pytest_tpu.sameref.nested import CONFIRM_ENV, ROUNDS_ENV, factors, nested
 from pytest_tpu.sameref.rows import TAIL_ENV, doubtful, lean_factor
@@ -178,10 +179,13 @@ def remeasure(
     # r48, quiet, the same at +6.4 %, +4.6 % and +2.7 % [-1.1, +6.6]).
     reopened = [n for n in wanted if not problem and pairs.leaves_open(more.get(n), thresholds[n])]
     spread_rows = agreed + reopened
-    later = {n: [again.get(n), more.get(n)] for n in spread_rows}
+    # The reopened rows' pairs from the once-more pair on took more rounds: their text says so.
+    marked = {n: wanted[n] for n in reopened}
+    later = {n: [again.get(n), with_rounds(more.get(n), marked.get(n, 1))] for n in spread_rows}
     if spread_rows and not problem:
         rounds = {n: last_rounds[n] for n in spread_rows}
-        spread = _Spread(by_id, thresholds, rounds, _Nested(commit, pct, rootdir, measuring, swap))
+        at = _Nested(commit, pct, rootdir, measuring, swap)
+        spread = _Spread(by_id, thresholds, rounds, at, marked)
         broken, note = spread.further(later)
         standing |= broken
         line += note
@@ -260,6 +264,7 @@ class _Spread:
     thresholds: Mapping[str, float]
     rounds: Mapping[str, float]
     session: _Nested
+    marked: Mapping[str, float]  # rows whose pairs take more rounds than the first: by how many
 
     def further(self, later: dict[str, list[Mapping[str, Any] | None]]) -> tuple[set[str], str]:
         """Add ``pairs.FURTHER`` pairs' rows to ``later`` where three pairs leave a regression
@@ -305,5 +310,5 @@ class _Spread:
             if problem:
                 return problem
             for nodeid in nodeids:
-                later[nodeid].append(found.get(nodeid))
+                later[nodeid].append(with_rounds(found.get(nodeid), self.marked.get(nodeid, 1)))
         return ""

@@ -9,11 +9,14 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row, interval_agrees, with_change
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import TAIL, Change
+from pytest_tpu.gate.stats import TAIL, Change, one_pair_may_hide
 from pytest_tpu.sameref import pairs
 from pytest_tpu.sameref.reportrow import number, numbers
 from pytest_tpu.sameref.rows import factor_within
 from pytest_tpu.sameref.swap import SWAPPED_KEY
+
+# Marks a new pair's report row measured with more rounds than the first pair (``with_rounds``).
+ROUNDS_KEY = "rounds_factor"
 
 
 def to_more_pairs(first: Row, again: Mapping[str, Any] | None, threshold: float) -> bool:
@@ -92,8 +95,22 @@ def by_new_pair(
     # the threshold, and under half of it: its own verdict, as a first pair's would be (trial 17:
     # +1.3 % [+0.5, +2.1] under a 3 % threshold read "inconclusive", beside an interval that
     # settled it).
-    still = "unchanged" if again.get("verdict") == "unchanged" else "inconclusive"
+    still = "unchanged" if settles_unchanged(again, threshold) else "inconclusive"
     return withdrawn(row, why, still, again)
+
+
+def settles_unchanged(again: Mapping[str, Any], threshold: float) -> bool:
+    """Whether a new pair's report row says ``unchanged`` as one pair may (``rows.one_pair``), on
+    its numbers as head against base. A pair with the roles swapped judged its change the other
+    way round: -2.4 % there, an improvement under the threshold, ``unchanged``; turned back, a
+    slowdown of +2.4 %, which one pair cannot vouch for (r51, quiet: a matmul chain made 5 %
+    slower, first +4.8 % [+3.2, +6.5], again +2.4 % [+0.6, +4.3] with the roles swapped, and
+    ``unchanged``)."""
+    found = numbers(again, "change_pct", "ci_low", "ci_high")
+    if again.get("verdict") != "unchanged" or found is None:
+        return False
+    change, low, high = (value / 100 for value in found)
+    return low > -threshold and not one_pair_may_hide(change, high, threshold)
 
 
 def improves(again: Mapping[str, Any] | None, threshold: float) -> bool:
@@ -132,7 +149,7 @@ def improvement(
         return on_spread(row, found, why, threshold, faster=True)
     # Within each other's reach: what the new pair says, as for a withdrawn regression.
     high, change = numbers(again, "ci_high", "change_pct") or [0.0, 0.0]
-    still = "unchanged" if again.get("verdict") == "unchanged" else "inconclusive"
+    still = "unchanged" if settles_unchanged(again, threshold) else "inconclusive"
     if high < 0 and change <= -threshold * 50:  # half the threshold, in percent
         still = "faster"
     return withdrawn(row, why, still, again)
@@ -224,7 +241,17 @@ def interval_text(row: Mapping[str, Any]) -> str | None:
         return None
     change, low, high = found
     roles = " (roles swapped)" if row.get(SWAPPED_KEY) else ""
-    return f"{change:+.1f}% [{low:+.1f}%, {high:+.1f}%]{roles}"
+    factor = row.get(ROUNDS_KEY)
+    more = f" ({factor:g}x the rounds)" if isinstance(factor, (int, float)) and factor > 1 else ""
+    return f"{change:+.1f}% [{low:+.1f}%, {high:+.1f}%]{more}{roles}"
+
+
+def with_rounds(row: Mapping[str, Any] | None, factor: float) -> Mapping[str, Any] | None:
+    """A new pair's report row ``row`` marked as measured with ``factor`` times the first pair's
+    rounds, so that the pairs' text says which ones had more (``interval_text``)."""
+    if row is None or not factor > 1:
+        return row
+    return {**row, ROUNDS_KEY: factor}
 
 
 def withdrawn(
