@@ -218,13 +218,14 @@ def noise_line(nodeid: str, raw: float | None, calibrated: float | None, runs: i
 
 def _may_hide(row: Row) -> bool:
     """Whether a slowdown of the row's threshold is not ruled out: by its interval, or, for one
-    pair of processes leaning slower, by an offset between the two that its interval leaves out
-    (``sameref.rows.one_pair``)."""
+    pair of processes leaning slower or whose rounds could not have caught the threshold, by an
+    offset between the two that its interval leaves out (``sameref.rows.one_pair``)."""
     if row.high is None or row.threshold is None or row.high >= row.threshold:
         return True
     if row.change is None or not row.noise_source.endswith(ONE_PAIR):
         return False
-    return one_pair_may_hide(row.change, row.high, row.threshold)
+    coarse = row.detectable is not None and not row.detectable <= row.threshold
+    return coarse or one_pair_may_hide(row.change, row.high, row.threshold)
 
 
 def _own_threshold(row: Row, threshold: float) -> float:

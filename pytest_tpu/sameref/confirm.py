@@ -70,6 +70,7 @@ from pytest_tpu.sameref.judge import (
     interval_text,
     once_more,
     to_more_pairs,
+    turns_round,
     with_rounds,
 )
 from pytest_tpu.sameref.nested import CONFIRM_ENV, ROUNDS_ENV, factors, nested
@@ -157,6 +158,10 @@ def remeasure(
     # the first one's offset as well for a speed-up (seen: an unchanged 56 µs tokenizer -6.9 %
     # "faster", confirmed by one new pair).
     agreed += [n for n in improving if improves(again.get(n), thresholds[n])]
+    # An improvement the new pair reads as a slowdown it is sure of goes on as a slowdown in
+    # doubt: more pairs, and their spread decides whether it is a regression (``turns_round``).
+    turned = [n for n in improving if turns_round(again.get(n), thresholds[n])]
+    agreed += turned
     last_rounds: dict[str, float] = {**{n: start.get(n, 1) for n in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
@@ -192,7 +197,9 @@ def remeasure(
     judged = []
     for row in rows:
         nodeid, threshold = row.nodeid, thresholds[row.nodeid]
-        if nodeid in improving:
+        if nodeid in turned and nodeid in later and not problem:
+            judged.append(by_pairs(row, later[nodeid], threshold))
+        elif nodeid in improving:
             pairs_later = later.get(nodeid) if not problem else None
             judged.append(improvement(row, again.get(nodeid), threshold, pairs_later))
         elif nodeid in standing:
@@ -232,9 +239,15 @@ def _outcome(
     found = []
     for kind, measured in (("regression", failing), ("improvement", improving)):
         rows = [row for row in judged if row.nodeid in measured]
-        stood = sum(row.confirmed is True for row in rows)
+        # An improvement that new pairs found a regression is not one that stood.
+        stood = sum(
+            row.confirmed is True and not (row.regression and kind != "regression") for row in rows
+        )
         if rows:
             found.append(f"{kind}s: {stood} confirmed, {len(rows) - stood} withdrawn")
+        turned = sum(row.regression for row in rows) if kind == "improvement" else 0
+        if turned:
+            found[-1] += f", {turned} of them a regression by new pairs"
     if under:
         reached = sum(row.regression for row in judged if row.nodeid in under)
         found.append(f"{reached} of {len(under)} slowdown(s) under the threshold reach it")

@@ -120,6 +120,17 @@ def improves(again: Mapping[str, Any] | None, threshold: float) -> bool:
     return found is not None and found[1] < 0 and found[0] <= -threshold * 100
 
 
+def turns_round(again: Mapping[str, Any] | None, threshold: float) -> bool:
+    """Whether a new pair's report row, checking an improvement, reads a slowdown instead, and
+    is sure of it: its 95 % interval above zero and its change at least half the threshold (what
+    ``slower`` asks). An offset between the first pair's processes can turn a regression round,
+    and withdrawing the improvement on two pairs let it pass (trial 23, beside the bursty
+    neighbour: a Python function 8 % slower read -6.2 % [-6.3, -6.0] in the first pair, +7.9 %
+    [+7.3, +8.4] in the new one, and the row ended ``inconclusive``)."""
+    found = None if again is None else numbers(again, "change_pct", "ci_low")
+    return found is not None and found[1] > 0 and found[0] >= threshold * 50  # half, in percent
+
+
 def improvement(
     row: Row,
     again: Mapping[str, Any] | None,
