@@ -174,3 +174,12 @@ def test_an_inconclusive_row_under_the_threshold_says_what_one_pair_leaves_open(
     for row in open_:
         assert "no slowdown of 5.0%" not in row.reason
         assert "rule its threshold (5.0%) out, but not half of it" in row.reason
+    # So for one whose rounds could not have caught the threshold (trial 23, after the rule
+    # above: -1.9% [-5.3, +1.6], "detects 6.0%").
+    coarse = [
+        r for r in rows if r.verdict == "inconclusive" and r.high < 0.025 < 0.05 < r.detectable
+    ]
+    assert coarse
+    for row in coarse:
+        assert "no slowdown of 5.0%" not in row.reason
+        assert "could not have caught its threshold (5.0%) reliably" in row.reason

@@ -180,11 +180,11 @@ def one_pair(row: Row, threshold: float) -> Row:
         # Its interval rules the threshold out for these two processes; "no slowdown of the
         # threshold" beside a passing line that counts it among the rows that could hide one
         # read as a contradiction (trial 23): say what one pair leaves open.
-        return (
-            replace(row, reason=_no_room(row, row.change, threshold))
-            if leaves_no_room(row, threshold)
-            else row
-        )
+        if leaves_no_room(row, threshold):
+            return replace(row, reason=_no_room(row, row.change, threshold))
+        if cannot_catch(row, threshold):
+            return replace(row, reason=_coarse(row, row.change, threshold))
+        return row
     if row.verdict not in ("slower", "faster", "unchanged"):
         return row
     if row.verdict == "unchanged" and leans_slower(row.change, threshold):
