@@ -166,6 +166,11 @@ def one_pair(row: Row, threshold: float) -> Row:
     ``inconclusive`` (``leaves_no_room``): its rounds rule the threshold out, but with an offset
     of half the threshold taken as possible (as above), not the regression.
 
+    A change one pair's rounds could not have caught reliably (``cannot_catch``: its detectable
+    change past the threshold) is ``inconclusive`` rather than ``unchanged`` even where its
+    interval rules the threshold out: that interval is the two processes', and only a pair that
+    could have seen the threshold vouches for the code (trial 23, a Keras LSTM).
+
     A slowdown from a quarter to half the threshold is ``inconclusive`` too, and is not measured
     again (``leans_slower``): its rounds rule the threshold out, an offset between the processes
     does not. (r47, beside the bursty neighbour: 9 of 120 rows of a +5 % commit were called
