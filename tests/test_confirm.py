@@ -335,22 +335,3 @@ def test_an_improvement_a_new_pair_reads_as_a_slowdown_goes_on_as_a_regression_i
     # The summary does not count it among the improvements that stood.
     line = _outcome([row], [], [row.nodeid], [])
     assert "improvements: 0 confirmed, 1 withdrawn, 1 of them a regression by new pairs" in line
-
-
-def test_a_row_more_rounds_would_not_resolve_is_not_measured_again(tmp_path):
-    from pytest_tpu.sameref.resolve import resolve
-
-    # Trial 23: a tf.data pipeline whose ten paired rounds caught 17-38 % was measured again with
-    # 4x the rounds in five of nine sessions (44-82 s each) and caught 22-29 % after.
-    source = "10 paired rounds in this job, one pair of processes"
-    base = replace(FIRST, verdict="inconclusive", regression=False, noise_source=source)
-    assert factor_for(replace(base, detectable=0.376), 0.05, 4) == -1
-    assert factor_for(replace(base, detectable=0.12), 0.05, 4) == 4  # 4x may well resolve it
-    # Fewer paired rounds than blocks give too rough a noise estimate to give up on.
-    few = replace(base, detectable=0.376, noise_source="6 paired rounds in this job")
-    assert factor_for(few, 0.05, 4) == 4
-    # Nothing is run for it, and the row says why.
-    hopeless = replace(base, detectable=0.376, reason="cannot resolve a 5.0% change here")
-    [row], line = resolve([hopeless], "HEAD", 5.0, tmp_path, [], {}, 4)
-    assert line == "" and row.verdict == "inconclusive"
-    assert row.reason.endswith("not measured again: 4x the rounds would not resolve it either")

@@ -220,15 +220,6 @@ def _simpson(f: Callable[[float], float], top: float, steps: int) -> float:
     return total * h / 3
 
 
-def variance_overstated(p: float, df: float) -> float:
-    """How many times a sample variance on ``df`` degrees of freedom overstates the true one
-    with probability ``1 - p``: the ``p`` quantile of chi-square over ``df`` (Wilson and
-    Hilferty's approximation, within a percent from 2 degrees of freedom up)."""
-    z = NormalDist().inv_cdf(p)
-    spread = 2 / (9 * df)
-    return float((1 - spread + z * math.sqrt(spread)) ** 3)
-
-
 @lru_cache(maxsize=512)
 def t_ppf(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t: Newton's method on ``t_cdf`` from the normal quantile,

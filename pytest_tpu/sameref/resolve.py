@@ -26,12 +26,10 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import MAX_BLOCKS, SPREAD_OF_PAIRS, variance_overstated
+from pytest_tpu.gate.stats import SPREAD_OF_PAIRS
 from pytest_tpu.sameref import judge, nested
 from pytest_tpu.sameref.reportrow import number
-from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within, rounds_factor
-
-_PAIRED = re.compile(r"(\d+) paired rounds")  # how ``stats.paired_change`` names its source
+from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within
 
 
 def resolving() -> bool:
@@ -41,8 +39,7 @@ def resolving() -> bool:
 
 def factor_for(row: Row, threshold: float, most: int) -> int:
     """How many times its rounds a row needs to resolve ``threshold``, at most ``most``; 0 when
-    it needs none (resolved, leaning faster, no interval), -1 when ``most`` would not do
-    (``hopeless``)."""
+    it needs none (resolved, leaning faster, no interval)."""
     if most < 2 or row.status != "compared" or row.verdict != "inconclusive" or row.regression:
         return 0
     if SPREAD_OF_PAIRS in row.noise_source:  # offsets between processes: rounds do not help
@@ -54,32 +51,7 @@ def factor_for(row: Row, threshold: float, most: int) -> int:
     # A/A row clears that about one time in five, a real slowdown of the threshold most times.
     if change < threshold / 2 or high < threshold or detectable <= threshold:
         return 0
-    df = paired_df(row.noise_source)
-    if df is not None and hopeless(detectable, threshold, most, df):
-        return -1
     return factor_within(detectable, threshold, most)
-
-
-def paired_df(source: str) -> int | None:
-    """The degrees of freedom of a paired change with noise source ``source``, where it has all
-    of them (``stats.MAX_BLOCKS`` blocks of paired rounds); None with fewer paired rounds, whose
-    blocks are single rounds: too rough a noise estimate to give up on (a benchmark slow on every
-    6th call, out of step on the two sides, reads wildly in six pairs and exactly in 24)."""
-    found = _PAIRED.search(source)
-    if found is None or int(found.group(1)) < MAX_BLOCKS:
-        return None
-    return MAX_BLOCKS - 1
-
-
-def hopeless(detectable: float, threshold: float, most: int, df: int) -> bool:
-    """Whether ``most`` times the rounds would resolve ``threshold`` only if the rounds' noise,
-    estimated on ``df`` degrees of freedom, were overstated more than it is one time in a
-    hundred: then a new pair would cost that many rounds for nothing.
-    (Trial 23: a ``tf.data`` pipeline whose ten rounds caught 17-38 % was measured again with 4x
-    the rounds in five of nine sessions, 44-82 s each, and caught 22-29 % after.)"""
-    if not math.isfinite(detectable):
-        return False  # nothing measured: more rounds are the only way to know
-    return rounds_factor(detectable, threshold) > most * variance_overstated(0.99, df)
 
 
 def scale_rounds(fixture: Any, factor: float) -> None:
@@ -125,11 +97,11 @@ def resolve(
     ``percent`` is the session's time threshold in percent; ``own`` a benchmark's own (a
     fraction, from its marker), by node id; ``most`` the largest factor of rounds.
     """
-    factors = {
-        row.nodeid: factor_for(row, own.get(row.nodeid, percent / 100), most) for row in rows
+    wanted = {
+        row.nodeid: factor
+        for row in rows
+        if (factor := factor_for(row, own.get(row.nodeid, percent / 100), most))
     }
-    wanted = {nodeid: factor for nodeid, factor in factors.items() if factor > 0}
-    rows = [_beyond(row, most) if factors[row.nodeid] < 0 else row for row in rows]
     if not wanted:
         return list(rows), ""
     factors_env = {nested.ROUNDS_ENV: json.dumps(wanted)}
@@ -141,13 +113,6 @@ def resolve(
         f"{max(wanted.values())}x the rounds in a new pair of processes"
     )
     return [_resolved(row, again.get(row.nodeid), wanted.get(row.nodeid, 0)) for row in rows], line
-
-
-def _beyond(row: Row, most: int) -> Row:
-    """``row``, which ``most`` times its rounds would not resolve, saying why it was not measured
-    again."""
-    why = f"not measured again: {most}x the rounds would not resolve it either"
-    return replace(row, reason=f"{row.reason}; {why}")
 
 
 def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
