@@ -7,7 +7,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from pytest_tpu.gate.compare import Row, compared
-from pytest_tpu.gate.stats import CONFIDENCE, FAIL_CONFIDENCE, ONE_PAIR, one_pair_may_hide
+from pytest_tpu.gate.stats import (
+    CONFIDENCE,
+    FAIL_CONFIDENCE,
+    ONE_PAIR,
+    one_pair_cannot_catch,
+    one_pair_may_hide,
+)
 from pytest_tpu.gate.verdict import ALSO
 from pytest_tpu.options import REGRESSION_EXIT_CODE
 from pytest_tpu.report.model import OTHER_METRICS, verdict_word
@@ -224,8 +230,9 @@ def _may_hide(row: Row) -> bool:
         return True
     if row.change is None or not row.noise_source.endswith(ONE_PAIR):
         return False
-    coarse = row.detectable is not None and not row.detectable <= row.threshold
-    return coarse or one_pair_may_hide(row.change, row.high, row.threshold)
+    return one_pair_cannot_catch(row.detectable, row.threshold) or one_pair_may_hide(
+        row.change, row.high, row.threshold
+    )
 
 
 def _own_threshold(row: Row, threshold: float) -> float:

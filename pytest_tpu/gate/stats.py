@@ -47,6 +47,13 @@ Location = Callable[[Sequence[float]], float]
 T = TypeVar("T")
 
 
+def one_pair_cannot_catch(detectable: float | None, threshold: float) -> bool:
+    """Whether one pair of processes' rounds could not have caught a slowdown of ``threshold``
+    reliably (their smallest detectable slowdown lies past it), so that an offset between the
+    two processes could hide one however their interval reads (trial 23, a Keras LSTM)."""
+    return detectable is not None and not detectable <= threshold
+
+
 def one_pair_may_hide(change: float, high: float, threshold: float) -> bool:
     """Whether one pair of processes' change and the upper end of its interval (both fractions)
     leave a slowdown of ``threshold`` possible once an offset between the two processes is

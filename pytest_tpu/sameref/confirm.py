@@ -197,7 +197,7 @@ def remeasure(
     judged = []
     for row in rows:
         nodeid, threshold = row.nodeid, thresholds[row.nodeid]
-        if nodeid in turned and nodeid in later and not problem:
+        if nodeid in turned and not problem:
             judged.append(by_pairs(row, later[nodeid], threshold))
         elif nodeid in improving:
             pairs_later = later.get(nodeid) if not problem else None
@@ -239,13 +239,11 @@ def _outcome(
     found = []
     for kind, measured in (("regression", failing), ("improvement", improving)):
         rows = [row for row in judged if row.nodeid in measured]
-        # An improvement that new pairs found a regression is not one that stood.
-        stood = sum(
-            row.confirmed is True and not (row.regression and kind != "regression") for row in rows
-        )
+        # An improvement that new pairs found a regression (``turns_round``) did not stand.
+        turned = sum(row.regression for row in rows) if kind == "improvement" else 0
+        stood = sum(row.confirmed is True for row in rows) - turned
         if rows:
             found.append(f"{kind}s: {stood} confirmed, {len(rows) - stood} withdrawn")
-        turned = sum(row.regression for row in rows) if kind == "improvement" else 0
         if turned:
             found[-1] += f", {turned} of them a regression by new pairs"
     if under:

@@ -19,6 +19,7 @@ from pytest_tpu.gate.stats import (
     TAIL,
     Change,
     clean,
+    one_pair_cannot_catch,
     one_pair_may_hide,
     pair_differences,
     paired_change,
@@ -252,8 +253,7 @@ def cannot_catch(row: Row, threshold: float) -> bool:
     LSTM made about 6 % slower read -1.4 % [-4.6, +2.0] in one pair, "detects 5.8 %", and was
     called ``unchanged``; its pairs of processes read -1.4 % to +18 % for that change, and -7 %
     to +13 % for unchanged code.)"""
-    detectable = row.detectable
-    return detectable is not None and not detectable <= threshold
+    return one_pair_cannot_catch(row.detectable, threshold)
 
 
 def one_pair_note(rows: Sequence[Row]) -> str:
