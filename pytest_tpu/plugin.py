@@ -36,16 +36,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """A ``--compare-ref`` session starts again on a fixed hash seed (``sameref.seed``) before any
-    conftest is imported; other sessions, ``--help`` and collection only go on as they are."""
+    """A ``--compare-ref`` session starts again on a fixed hash seed and a BLAS spin limit
+    (``sameref.seed``) before any conftest is imported; other sessions, ``--help`` and
+    collection only go on as they are."""
     known = early_config.known_args_namespace
     if not (getattr(known, "compare_ref", None) or early_config.getini("compare_ref")):
         return
     if known.help or known.version or known.collectonly:
         return
-    from pytest_tpu.sameref.seed import start_again_seeded
+    from pytest_tpu.sameref.seed import start_again_aligned
 
-    start_again_seeded(early_config)
+    start_again_aligned(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1181,19 +1181,28 @@ def test_a_missing_device_named_explicitly_ends_a_same_job_session_cleanly(repo)
     assert len(worktrees(repo)) == 1
 
 
-SEEDS = """
+SPIN = ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")
+SEEDS = f"""
 import os
+
+SPIN = {SPIN!r}
 
 def test_ped(benchmark):
     with open(os.environ["SEEN"], "a") as out:
-        out.write(f"{os.getpid()} {hash('pytest-tpu')} {os.environ.get('PYTHONHASHSEED')}\\n")
+        seen = [os.environ.get(name) for name in ("PYTHONHASHSEED", *SPIN)]
+        out.write(" ".join(map(str, [os.getpid(), hash("pytest-tpu"), *seen])) + "\\n")
     benchmark.pedantic(sum, args=(range(100),), rounds=5)
 """
 
 
-def _seen(repo, monkeypatch, seed, *args):
-    """Each side's pid, hash of one string and PYTHONHASHSEED, and the session's result."""
+def _seen(repo, monkeypatch, seed, *args, spin=None):
+    """Each side's pid, hash of one string, PYTHONHASHSEED and the two names of OpenBLAS's spin
+    limit (``spin``: the user's, by name), and the session's result."""
     commit(repo, "seen", test_bench=SEEDS)
+    for name in SPIN:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in (spin or {}).items():
+        monkeypatch.setenv(name, value)
     seen = repo.path.parent / f"{repo.path.name}.seen"  # outside the repository: a clean tree
     monkeypatch.setenv("SEEN", str(seen))
     if seed is None:
@@ -1211,10 +1220,10 @@ def test_both_sides_run_on_one_hash_seed_drawn_for_the_session(repo, monkeypatch
     seen, result = _seen(repo, monkeypatch, None, "--compare-ref=HEAD")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["compare-ref: *, hash seed * on both sides (same job)"])
-    assert len({pid for pid, _, _ in seen}) == 2  # head and base
-    assert len({hashed for _, hashed, _ in seen}) == 1
+    assert len({pid for pid, *_ in seen}) == 2  # head and base
+    assert len({hashed for _, hashed, *_ in seen}) == 1
     shown = result.stdout.str().partition(", hash seed ")[2].split()[0]
-    assert {seed for _, _, seed in seen} == {shown}
+    assert {seed for _, _, seed, *_ in seen} == {shown}
     assert len(worktrees(repo)) == 1
 
 
@@ -1230,14 +1239,45 @@ def test_a_hash_seed_the_user_chose_is_kept(repo, monkeypatch, seed, header):
     seen, result = _seen(repo, monkeypatch, seed, "--compare-ref=HEAD")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([header])
-    assert {value for _, _, value in seen} == {seed}
-    assert len({hashed for _, hashed, _ in seen}) == (1 if seed.isdigit() else 2)
+    assert {value for _, _, value, *_ in seen} == {seed}
+    assert len({hashed for _, hashed, *_ in seen}) == (1 if seed.isdigit() else 2)
 
 
-def test_a_session_without_compare_ref_keeps_its_random_hash_seed(repo, monkeypatch):
+def test_a_session_without_compare_ref_keeps_its_hash_seed_and_openblas_as_they_are(
+    repo, monkeypatch
+):
     seen, result = _seen(repo, monkeypatch, None)
     assert result.ret == pytest.ExitCode.OK
-    assert [value for _, _, value in seen] == ["None"]
+    assert [values for _, _, *values in seen] == [["None", "None", "None"]]
+
+
+def test_both_sides_start_with_idle_openblas_threads_asleep(repo, monkeypatch):
+    # OpenBLAS's helpers spin a tenth of a second after each call: in a same-job comparison,
+    # beside the other side's round (sameref/spin.py; a numpy SVD took 7.8-10 ms a call there
+    # against 4.7 ms alone, and in one session in three 680 ms in the leading process).
+    seen, result = _seen(repo, monkeypatch, None, "--compare-ref=HEAD")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["compare-ref: *, OPENBLAS_THREAD_TIMEOUT=20 (idle OpenBLAS threads sleep after 2**20 "
+         "cycles), hash seed * on both sides (same job)"]
+    )  # fmt: skip
+    assert len({pid for pid, *_ in seen}) == 2  # head and base
+    assert {tuple(spin) for _, _, _, *spin in seen} == {("20", "None")}
+
+
+@pytest.mark.parametrize(
+    ("spin", "seen_spin", "header"),
+    [
+        ({"OPENBLAS_THREAD_TIMEOUT": "26"}, ("26", "None"), "OPENBLAS_THREAD_TIMEOUT=26 (*)"),
+        ({"GOTO_THREAD_TIMEOUT": "24"}, ("None", "24"), "GOTO_THREAD_TIMEOUT=24 (*)"),
+    ],
+)
+def test_an_openblas_spin_limit_the_user_chose_is_kept(repo, monkeypatch, spin, seen_spin, header):
+    seen, result = _seen(repo, monkeypatch, "1234", "--compare-ref=HEAD", spin=spin)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"compare-ref: *, {header}, hash seed 1234 on both sides *"])
+    assert len({pid for pid, *_ in seen}) == 2
+    assert {tuple(values) for _, _, *values in seen} == {("1234", *seen_spin)}
 
 
 SEEDS_AGAIN = """

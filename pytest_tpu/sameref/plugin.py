@@ -33,7 +33,7 @@ from pytest_tpu.gate.compare import (
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import confirm, nested, resolve, seed, worktree
+from pytest_tpu.sameref import confirm, nested, resolve, seed, spin, worktree
 from pytest_tpu.sameref.args import child_args, measuring_args
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note
@@ -203,6 +203,9 @@ class HeadPlugin:
         )
         if self.core is not None and not self.whole_runs:
             how += f", every thread pinned alike, the rounds on core {self.core}"
+        spinning = spin.describe()
+        if spinning and not self.whole_runs:  # whole runs never run beside each other
+            how += f", {spinning}"
         how += f", {seed.describe()}"
         where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
         return [f"compare-ref: {where} vs {head}; {how} (same job)"]

@@ -16,7 +16,8 @@ imported), and its base inherits it with the rest of the environment. Each new p
 processes that measures a row again gets a seed of its own, the same on both of its sides, so the
 spread between pairs still shows what the seed does to a change. A seed the user set is kept.
 Where the session cannot start itself again (``pytest.main()`` called from a program of the
-user's, or a platform without ``exec``) the seeds differ and the header says so.
+user's, or a platform without ``exec``) the seeds differ and the header says so. The same start
+again gives both sides the BLAS spin limit of ``sameref.spin``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import random
 import sys
 
 import pytest
+
+from pytest_tpu.sameref import spin
 
 SEED_ENV = "PYTHONHASHSEED"
 OURS_ENV = "PYTEST_TPU_REF_SEEDED"  # set beside a seed this plugin chose, not the user
@@ -51,14 +54,15 @@ def _own_command(config: pytest.Config) -> bool:
     return bool(orig) and tuple(sys.argv[1:]) == tuple(config.invocation_params.args)
 
 
-def start_again_seeded(config: pytest.Config) -> None:
-    """Start this session again with a fixed hash seed, where it has none and can; returns only
-    where it does not."""
-    if os.environ.get(SEED_ENV) or os.name != "posix":
-        return  # a seed of the user's ("random" too) is theirs to choose
-    if not _own_command(config):
+def start_again_aligned(config: pytest.Config) -> None:
+    """Start this session again with a fixed hash seed and the BLAS spin limit
+    (``sameref.spin``), where it lacks either and can; returns only where it does not."""
+    # A seed of the user's ("random" too) is theirs to choose.
+    added = {} if os.environ.get(SEED_ENV) else {SEED_ENV: fresh(), OURS_ENV: "1"}
+    added |= spin.missing()
+    if not added or os.name != "posix" or not _own_command(config):
         return
-    env = {**os.environ, SEED_ENV: fresh(), OURS_ENV: "1"}
+    env = {**os.environ, **added}
     # pytest captures file descriptors 1 and 2 from here on (its capture plugin wraps this
     # hook): given back first, or the new session writes into the capture's temporary file.
     capture = config.pluginmanager.getplugin("capturemanager")
