@@ -12,8 +12,9 @@ with a regression, a third pair measures it and the spread between the three pai
 (``pairs``; two more pairs where three leave it open, and up to nine in all while they leave it
 open leaning slower): two pairs can agree on an offset of their processes by chance, each within
 its own narrow interval. So is a regression the new pair lies further from than both pairs'
-rounds allow (two pairs, two offsets), or leaves open, and a slowdown that one pair
-was sure of between half the threshold and the threshold (``rows.doubtful``): an offset may have
+rounds allow (two pairs, two offsets), or leaves open, and a slowdown between half the
+threshold and the threshold that one pair was sure of, or could not rule the threshold out for
+(``rows.doubtful``): an offset may have
 made a regression of the threshold look that small, and one pair alone calls it nothing either
 way. Passing sessions without an improvement or such a slowdown pay nothing.
 
@@ -121,8 +122,8 @@ def remeasure(
     failing = [row.nodeid for row in rows if row.regression]
     # An improvement from one pair can be the two processes' offset as much as a regression can.
     improving = [row.nodeid for row in rows if row.status == "compared" and row.verdict == "faster"]
-    # A slowdown under the threshold that one pair is sure of can be a regression of the
-    # threshold that an offset between its processes made look smaller (``rows.doubtful``).
+    # A slowdown under the threshold that one pair is sure of (or leaves the threshold open for)
+    # can be a regression that an offset between its processes made look smaller (``doubtful``).
     under = [row.nodeid for row in rows if doubtful(row, thresholds[row.nodeid])]
     if not failing and not improving and not under:
         return list(rows), ""
