@@ -302,9 +302,10 @@ def test_a_failing_gate_still_names_what_it_could_not_rule_out():
     assert "99.9% sure it is slower; " in lines[0]  # the gate's own certainty: nothing to add
     # Trial 18: "97.7% sure" on a failing line read as failing below the gate's 99 %.
     agreed = gate_lines([replace(failing, confidence=0.977)], 5.0, "main")[0]
-    assert "97.7% sure it is slower by the re-measurement that confirmed it (one needs 97.5%" in (
-        agreed
-    )
+    assert (
+        "97.7% sure it is slower by the re-measurement that confirmed it (a confirmation needs "
+        "97.5%: its 95% interval above zero; the first measurement needed 99%)"
+    ) in agreed
 
 
 def test_an_unresolved_line_names_what_about_the_machine_could_explain_it():

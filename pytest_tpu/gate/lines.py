@@ -305,6 +305,6 @@ def _by_whom(row: Row) -> str:
         return ""
     agreeing = (1 + CONFIDENCE) / 2  # a 95 % interval above zero: 97.5 % one-sided
     return (
-        f" by the re-measurement that confirmed it (one needs {agreeing:.1%}; the first "
-        f"measurement needed {FAIL_CONFIDENCE:.0%})"
+        f" by the re-measurement that confirmed it (a confirmation needs {agreeing:.1%}: its "
+        f"95% interval above zero; the first measurement needed {FAIL_CONFIDENCE:.0%})"
     )
