@@ -1037,6 +1037,66 @@ def test_threads_are_placed_again_by_what_they_did_in_a_round_not_in_the_first_c
     assert len(seen) == 2 and len(set.union(*seen.values())) == 1  # both sides alike
 
 
+STILL_RUNNING = """
+import ctypes, json, os, threading
+
+libc = ctypes.CDLL(None)  # its calls run without the GIL, as a native library's threads do
+
+def named(what):
+    libc.prctl(15, b"pool")  # PR_SET_NAME: one name for the pool's threads, as a library's
+    what()
+
+idle = threading.Event()
+threading.Thread(target=named, args=(idle.wait,), daemon=True).start()  # made first, never works
+buffer = ctypes.create_string_buffer(1 << 24)
+go, finished = threading.Event(), threading.Event()
+
+def helper_loop():
+    # Like OpenBLAS's helper: its share of the call, then busy a while longer after it (OpenBLAS
+    # spins, waiting for the next call), still running when the next round is placed.
+    while True:
+        go.wait()
+        go.clear()
+        libc.memset(buffer, 1, 1 << 16)
+        finished.set()
+        for _ in range(4):
+            libc.memset(buffer, 0, 1 << 24)
+
+helper = threading.Thread(target=named, args=(helper_loop,), daemon=True)
+helper.start()
+
+seen = []
+
+def work():
+    go.set()
+    finished.wait()
+    finished.clear()
+    seen.append([sorted(os.sched_getaffinity(0)), sorted(os.sched_getaffinity(helper.native_id))])
+
+def test_late(benchmark):
+    benchmark.pedantic(work, rounds=8)
+    with open(os.environ["AFFINITY_LOG"], "a") as out:
+        out.writelines(json.dumps([os.getpid(), cores]) + "\\n" for cores in seen)
+"""
+
+
+@PINNABLE
+def test_a_helper_still_running_when_a_round_is_placed_gets_another_core(repo, monkeypatch):
+    # Trial 25: the head takes two turns in a row (ABBA), so its third round is placed right
+    # after its second, while numpy's OpenBLAS helper still ran. Its CPU time read from /proc
+    # had not counted that round yet (it is brought up to date at the next tick): the helper
+    # tied with an idle thread made before it, landed on the calling thread's core, and a
+    # 384x384 matmul ran 16 times slower in the leading process of 12 of 15 sessions.
+    logged, _ = affinities(repo, monkeypatch, "still running", STILL_RUNNING)
+    rounds: dict[int, list[list[list[int]]]] = {}
+    for pid, cores in logged:
+        rounds.setdefault(pid, []).append(cores)
+    assert len(rounds) == 2  # head and base
+    for calls in rounds.values():
+        for caller, helper in calls[2:]:  # placed again before the third call
+            assert len(caller) == 1 and len(helper) == 1 and helper != caller
+
+
 def test_benchmark_call_sizes_its_rounds_on_a_steady_call_on_both_sides(repo):
     commit(repo, "cold", test_bench=COLD)
     args = ("--compare-ref=HEAD", "--benchmark-json=head.json", "--tpu-report=out.json")
