@@ -1280,10 +1280,13 @@ def test_both_sides_run_on_one_hash_seed_drawn_for_the_session(repo, monkeypatch
     seen, result = _seen(repo, monkeypatch, None, "--compare-ref=HEAD")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["compare-ref: *, hash seed * on both sides (same job)"])
-    assert len({pid for pid, *_ in seen}) == 2  # head and base
-    assert len({hashed for _, hashed, *_ in seen}) == 1
     shown = result.stdout.str().partition(", hash seed ")[2].split()[0]
-    assert {seed for _, _, seed, *_ in seen} == {shown}
+    first = [row for row in seen if row[2] == shown]
+    assert len({pid for pid, *_ in first}) == 2  # head and base
+    # Any new pair of processes (a reading it measures again) has a seed of its own, shared by
+    # its two sides.
+    for seed in {row[2] for row in seen}:
+        assert len({hashed for _, hashed, value, *_ in seen if value == seed}) == 1
     assert len(worktrees(repo)) == 1
 
 
@@ -1300,7 +1303,8 @@ def test_a_hash_seed_the_user_chose_is_kept(repo, monkeypatch, seed, header):
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([header])
     assert {value for _, _, value, *_ in seen} == {seed}
-    assert len({hashed for _, hashed, *_ in seen}) == (1 if seed.isdigit() else 2)
+    hashes = len({hashed for _, hashed, *_ in seen})
+    assert hashes == 1 if seed.isdigit() else hashes >= 2  # new pairs may add processes
 
 
 def test_a_session_without_compare_ref_keeps_its_hash_seed_and_openblas_as_they_are(
@@ -1321,7 +1325,7 @@ def test_both_sides_start_with_idle_openblas_threads_asleep(repo, monkeypatch):
         ["compare-ref: *, OPENBLAS_THREAD_TIMEOUT=20 (idle OpenBLAS threads sleep after 2**20 "
          "cycles), hash seed * on both sides (same job)"]
     )  # fmt: skip
-    assert len({pid for pid, *_ in seen}) == 2  # head and base
+    assert len({pid for pid, *_ in seen}) >= 2  # head and base, and any new pair
     assert {tuple(spin) for _, _, _, *spin in seen} == {("20", "None")}
 
 
@@ -1336,7 +1340,7 @@ def test_an_openblas_spin_limit_the_user_chose_is_kept(repo, monkeypatch, spin, 
     seen, result = _seen(repo, monkeypatch, "1234", "--compare-ref=HEAD", spin=spin)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([f"compare-ref: *, {header}, hash seed 1234 on both sides *"])
-    assert len({pid for pid, *_ in seen}) == 2
+    assert len({pid for pid, *_ in seen}) >= 2
     assert {tuple(values) for _, _, *values in seen} == {("1234", *seen_spin)}
 
 
