@@ -863,6 +863,16 @@ def affinities(repo, monkeypatch, name, source):
     return [json.loads(line) for line in log.read_text().splitlines()], result
 
 
+def first_pair(logged):
+    """The cores logged in each round by the first pair's two processes (head and base), in
+    order; a new pair, measuring a reading again, logs after them."""
+    rounds: dict[int, list[list[list[int]]]] = {}
+    for pid, cores in logged:
+        rounds.setdefault(pid, []).append(cores)
+    assert len(rounds) >= 2  # head and base
+    return list(rounds.values())[:2]
+
+
 PINNED = """
 import json, os, threading
 
@@ -962,12 +972,8 @@ def test_a_helper_that_works_beside_the_calling_thread_gets_another_core(repo, m
     # Pinned in the order threads were made, the helper landed on the calling thread's core,
     # where each waited on the other (numpy's OpenBLAS: 85 us calls timed at 11.9 ms).
     logged, _ = affinities(repo, monkeypatch, "helped", HELPED)
-    rounds: dict[int, list[list[list[int]]]] = {}
-    for pid, cores in logged:
-        rounds.setdefault(pid, []).append(cores)
-    assert len(rounds) == 2  # head and base
     placements = set()
-    for calls in rounds.values():
+    for calls in first_pair(logged):
         for caller, helper in calls[1:]:  # the first call is left unpinned
             assert len(caller) == 1 and len(helper) == 1
             assert helper != caller
@@ -1088,11 +1094,7 @@ def test_a_helper_still_running_when_a_round_is_placed_gets_another_core(repo, m
     # tied with an idle thread made before it, landed on the calling thread's core, and a
     # 384x384 matmul ran 16 times slower in the leading process of 12 of 15 sessions.
     logged, _ = affinities(repo, monkeypatch, "still running", STILL_RUNNING)
-    rounds: dict[int, list[list[list[int]]]] = {}
-    for pid, cores in logged:
-        rounds.setdefault(pid, []).append(cores)
-    assert len(rounds) == 2  # head and base
-    for calls in rounds.values():
+    for calls in first_pair(logged):
         for caller, helper in calls[2:]:  # placed again before the third call
             assert len(caller) == 1 and len(helper) == 1 and helper != caller
 
