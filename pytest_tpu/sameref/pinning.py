@@ -154,14 +154,11 @@ class Pin:
         -3.8 % to +1.1 % by one pair in 4 of 14 sessions, ``unchanged`` (0 of 14 before the
         clock made those microseconds visible)."""
         now = {tid: _cpu_ns(tid) for tid in _threads()}
+        spent = {tid: used - self.used.get(tid, 0) for tid, used in now.items()}
+        floor = BUSY_SHARE * spent[caller] if caller in self.used and caller in now else 0.0
         others = [tid for tid in now if tid != caller]
-        floor = BUSY_SHARE * max(0, now.get(caller, 0) - self.used.get(caller, now.get(caller, 0)))
-
-        def busy(tid: int) -> int:
-            used = now[tid] - self.used.get(tid, 0)
-            return used if used >= floor else 0
-
-        others.sort(key=busy, reverse=True)  # stable: idle threads in the order they were made
+        # Stable: idle threads stay in the order they were made.
+        others.sort(key=lambda tid: spent[tid] if spent[tid] >= floor else 0, reverse=True)
         if len(self.saved) > 1:  # placed before: threads new since were born pinned
             self.born_pinned.update(tid for tid in others if tid not in self.saved)
         for tid in others:

@@ -29,7 +29,7 @@ from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import SPREAD_OF_PAIRS
 from pytest_tpu.sameref import judge, nested
 from pytest_tpu.sameref.reportrow import number
-from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within
+from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within, leaves_threshold_open
 
 
 def resolving() -> bool:
@@ -44,12 +44,12 @@ def factor_for(row: Row, threshold: float, most: int) -> int:
         return 0
     if SPREAD_OF_PAIRS in row.noise_source:  # offsets between processes: rounds do not help
         return 0
-    change, high, detectable = row.change, row.high, row.detectable
-    if change is None or high is None or detectable is None or not math.isfinite(detectable):
+    detectable = row.detectable
+    if detectable is None or not math.isfinite(detectable):
         return 0
     # Leaning slower by half the threshold, the least a ``slower`` verdict asks (``decide``): an
     # A/A row clears that about one time in five, a real slowdown of the threshold most times.
-    if change < threshold / 2 or high < threshold or detectable <= threshold:
+    if not leaves_threshold_open(row, threshold) or detectable <= threshold:
         return 0
     return factor_within(detectable, threshold, most)
 

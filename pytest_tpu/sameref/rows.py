@@ -290,8 +290,17 @@ def doubtful(row: Row, threshold: float) -> bool:
         return False
     if not under_threshold(row.change, threshold):
         return False
-    reaches = row.high is not None and row.high >= threshold and not cannot_catch(row, threshold)
-    return row.confidence >= FAIL_CONFIDENCE or reaches
+    open_here = leaves_threshold_open(row, threshold) and not cannot_catch(row, threshold)
+    return row.confidence >= FAIL_CONFIDENCE or open_here
+
+
+def leaves_threshold_open(row: Row, threshold: float) -> bool:
+    """Whether one pair's row leans slower by half the threshold or more, the least a ``slower``
+    verdict asks, and its interval reaches the threshold: a regression it could neither find nor
+    rule out. New pairs measure it where its rounds could have caught the threshold
+    (``doubtful``), more rounds where they could not (``resolve``)."""
+    change, high = row.change, row.high
+    return change is not None and high is not None and change >= threshold / 2 and high >= threshold
 
 
 def leaves_no_room(row: Row, threshold: float) -> bool:
