@@ -127,35 +127,63 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
         row = replace(row, reason=f"{why}; {row.reason}" if row.reason else why)
     if row.regression and current.confirm is not None:
         row = _confirmed(row, base, current.confirm, threshold)
+    if row.regression and current.fresh is not None:
+        row = _fresh_confirmed(row, base, current.fresh, threshold)
+    elif row.regression and current.fresh_problem:
+        row = replace(
+            row, reason=f"{row.reason}; no fresh process checked it: {current.fresh_problem}"
+        )
     return row
 
 
-def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
-    """A regression stands only if a re-measurement in fresh rounds agrees (``agrees``), on the
-    statistic that found it."""
+def _again(
+    first: Row, base: Side, again: RunSummary, threshold: float
+) -> tuple[Measured | None, bool]:
+    """A re-measurement on the statistic that found the regression, and whether it agrees."""
     if first.statistic == TAIL:
         measured = tail_measured(base, again, threshold)
     else:
         measured = measure(base, again, threshold)
     second = None if measured is None else decide(measured, threshold)
+    agreed = measured is not None and second is not None and agrees(measured, second, threshold)
+    return measured, agreed
+
+
+def _withdrawn(first: Row, measured: Measured | None, why: str) -> Row:
+    """A regression its re-measurement did not agree with: ``inconclusive``, saying both."""
+    again_text = "no samples" if measured is None else change_text(measured.change)
+    # A re-measurement as slow as the first, beside a busier machine, is not an agreement;
+    # without this the reason read as one (g47: "first +9.9 % [+8.9, +10.9], again +9.7 %
+    # [+8.7, +10.7]", not confirmed because a neighbour took 0.75 cores meanwhile).
+    machine = "" if measured is None else explained_by_machine(measured, slower=True)
+    why = f"{why} {again_text}"
+    return replace(
+        first,
+        verdict="inconclusive",
+        regression=False,
+        confirmed=False,
+        reason=f"{why}, when {machine}" if machine else why,
+    )
+
+
+def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
+    """A regression stands only if a re-measurement in fresh rounds agrees (``agrees``), on the
+    statistic that found it."""
+    measured, agreed = _again(first, base, again, threshold)
     first_text = f"first {interval_text(first.change, first.low, first.high)}"
-    if measured is None or second is None or not agrees(measured, second, threshold):
-        again_text = "no samples" if measured is None else change_text(measured.change)
-        # A re-measurement as slow as the first, beside a busier machine, is not an agreement;
-        # without this the reason read as one (g47: "first +9.9 % [+8.9, +10.9], again +9.7 %
-        # [+8.7, +10.7]", not confirmed because a neighbour took 0.75 cores meanwhile).
-        machine = "" if measured is None else explained_by_machine(measured, slower=True)
-        why = f"not confirmed by a re-measurement: {first_text}, again {again_text}"
-        return replace(
-            first,
-            verdict="inconclusive",
-            regression=False,
-            confirmed=False,
-            reason=f"{why}, when {machine}" if machine else why,
+    if not agreed:
+        return _withdrawn(
+            first, measured, f"not confirmed by a re-measurement: {first_text}, again"
         )
+    assert measured is not None  # it agreed
     # Its current time is the re-measurement's, as its change is.
     now = again.mean if first.statistic == TAIL and again.mean else again.raw
-    row = row_of(measured, second, {**common_of(first), "current_value": now.value}, first.forced)
+    row = row_of(
+        measured,
+        decide(measured, threshold),
+        {**common_of(first), "current_value": now.value},
+        first.forced,
+    )
     return replace(
         row,
         statistic=first.statistic,
@@ -163,6 +191,22 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
         regression=True,
         confirmed=True,
         reason=f"confirmed by a re-measurement in fresh rounds ({first_text})",
+    )
+
+
+def _fresh_confirmed(confirmed: Row, base: Side, fresh: RunSummary, threshold: float) -> Row:
+    """A confirmed regression stands only if a fresh process's measurement agrees too: the
+    confirmation ran in the same process, and cannot tell the code from that process's state."""
+    measured, agreed = _again(confirmed, base, fresh, threshold)
+    said = interval_text(confirmed.change, confirmed.low, confirmed.high)
+    if not agreed:
+        why = f"not confirmed by a fresh process: this process {said}, the fresh process"
+        return _withdrawn(confirmed, measured, why)
+    assert measured is not None  # it agreed
+    text = change_text(measured.change)
+    return replace(
+        confirmed,
+        reason=f"{confirmed.reason} and in a fresh process ({text})",
     )
 
 

@@ -50,7 +50,9 @@ class Side:
     """One benchmark's measurements on one side: its runs, oldest first, and its fields.
 
     For the current session ``runs`` holds this run (and --measure-noise repetitions);
-    ``confirm`` holds the re-measurement of a benchmark the gate was about to fail.
+    ``confirm`` holds the re-measurement of a benchmark the gate was about to fail, ``fresh``
+    its measurement in a fresh process where that confirmed it (``gate.fresh``), and
+    ``fresh_problem`` why a fresh process was asked and measured nothing.
     """
 
     nodeid: str
@@ -61,6 +63,8 @@ class Side:
     value: float | None = None
     environment: Mapping[str, Any] = field(default_factory=dict)
     confirm: RunSummary | None = None
+    fresh: RunSummary | None = None
+    fresh_problem: str = ""
 
     @property
     def latest(self) -> RunSummary:

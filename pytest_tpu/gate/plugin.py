@@ -12,6 +12,7 @@ never takes the others down; the terminal summary only prints what was decided.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -23,10 +24,11 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate import baseline as store
-from pytest_tpu.gate import calibration, contention, loading, remeasure, saving
+from pytest_tpu.gate import calibration, contention, fresh, loading, remeasure, saving
 from pytest_tpu.gate.compare import (
     Row,
     Scope,
+    Side,
     compare_one,
     compare_runs,
     comparison_key,
@@ -122,6 +124,10 @@ class GatePlugin:
         self.ready = False
         self.deselected: list[pytest.Item] = []
         self.ran: set[str] = set()  # node ids of the tests that passed in this session
+        self.spent: dict[str, float] = {}  # seconds each test took, setup to teardown
+        # Set in a child session started to check a regression afresh (``fresh``): it only
+        # measures, and writes what it measured there.
+        self.fresh_out = fresh.claim_output()
 
     # ------------------------------------------------------------------ session start
 
@@ -289,6 +295,7 @@ class GatePlugin:
         return row.regression
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.spent[report.nodeid] = self.spent.get(report.nodeid, 0.0) + report.duration
         if report.when != "call":
             return
         if report.passed:  # ran: a saved benchmark without a result here was not measured
@@ -340,6 +347,9 @@ class GatePlugin:
                 self.lines.append(f"session interrupted: {', '.join(asked)}")
             return
         results = self.config.stash[results_key]
+        if self.fresh_out is not None:
+            self._write_fresh(self.fresh_out, results.passed)
+            return
         steps: list[tuple[str, Callable[[], None]]] = []
         if self.baseline is not None:
             steps.append(("compare", lambda: self._compare(session, results)))
@@ -359,16 +369,23 @@ class GatePlugin:
 
     def _compare(self, session: pytest.Session, results: Any) -> None:
         assert self.baseline is not None
-        env = self._environment()
-        current = {}
-        for result in results.passed:
-            confirm = self.seen.confirm.get(result.nodeid)
-            again = None
-            if confirm is not None:
-                repeat = BenchResult.from_json(confirm["result"])
-                again = _summary(repeat, confirm.get("calibration"))
-            current[result.nodeid] = store.side_of(result, env, self._runs(result), again)
-        rows = compare_runs(
+        rows = self._rows(session, results, fresh.Fresh())
+        failing = [row.nodeid for row in regressions(rows) if row.metric == "time"]
+        if self.settings.gating and failing:
+            spent = math.fsum(self.spent.get(nodeid, 0.0) for nodeid in failing)
+            rows = self._rows(
+                session, results, fresh.measure(self.config, self.settings, failing, spent)
+            )
+        self.config.stash[comparison_key] = rows
+        self.lines += comparison_lines(str(self.baseline.path), rows)
+        if self.settings.gating:
+            self._decide(session, rows)
+
+    def _rows(self, session: pytest.Session, results: Any, checked: fresh.Fresh) -> list[Row]:
+        """Every row, with what a fresh process measured where one was asked (``checked``)."""
+        assert self.baseline is not None
+        current = {result.nodeid: self._side(result, checked) for result in results.passed}
+        return compare_runs(
             self.baseline.sides,
             current,
             threshold=self._threshold(),
@@ -379,10 +396,34 @@ class GatePlugin:
             ran=self.ran,
             unmeasured_why=unmeasured_cause(self.config),
         )
-        self.config.stash[comparison_key] = rows
-        self.lines += comparison_lines(str(self.baseline.path), rows)
-        if self.settings.gating:
-            self._decide(session, rows)
+
+    def _side(self, result: BenchResult, checked: fresh.Fresh) -> Side:
+        """This session's side of a benchmark: its runs, its confirmation, a fresh process's."""
+        confirm = self.seen.confirm.get(result.nodeid)
+        again = None
+        if confirm is not None:
+            again = _summary(BenchResult.from_json(confirm["result"]), confirm.get("calibration"))
+        side = store.side_of(result, self._environment(), self._runs(result), again)
+        found = checked.measurements.get(result.nodeid)
+        if found is not None:
+            return replace(
+                side,
+                fresh=_summary(BenchResult.from_json(found["result"]), found.get("calibration")),
+            )
+        if checked.problem or checked.measurements:  # asked, and it did not measure this one
+            return replace(side, fresh_problem=checked.problem or "it did not measure it")
+        return side
+
+    def _write_fresh(self, path: Path, passed: Sequence[BenchResult]) -> None:
+        """In a child session: what it measured, for the session that started it."""
+        measured = {
+            result.nodeid: {
+                "result": result.to_json(),
+                "calibration": self.seen.calibration.get(result.nodeid),
+            }
+            for result in passed
+        }
+        fresh.write(path, measured)
 
     def _thresholds_of(self, nodeid: str) -> dict[str, float]:
         """A benchmark's thresholds (fractions): its marker's, over the session's."""

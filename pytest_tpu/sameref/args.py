@@ -1,33 +1,15 @@
-"""The command line of a session ``--compare-ref`` starts: the base's, and a nested pair's
-measuring options -- the same selection and the same measuring as this session's."""
+"""The command line of the base session ``--compare-ref`` starts: the same selection and the
+same measuring as this session's."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from pytest_tpu.childargs import measuring_args
 from pytest_tpu.options import Settings
-
-# pytest-benchmark options that decide how a benchmark is measured: the base gets the same.
-BENCHMARK_OPTIONS = (
-    ("benchmark_timer", "--benchmark-timer"),
-    ("benchmark_min_rounds", "--benchmark-min-rounds"),
-    ("benchmark_max_time", "--benchmark-max-time"),
-    ("benchmark_min_time", "--benchmark-min-time"),
-    ("benchmark_calibration_precision", "--benchmark-calibration-precision"),
-    ("benchmark_warmup_iterations", "--benchmark-warmup-iterations"),
-)
-BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
-
-
-def _option_value(value: Any) -> str:
-    target = getattr(value, "target", value)
-    if callable(target):
-        return f"{target.__module__}.{target.__name__}"
-    return str(value)
 
 
 def _in_tree(arg: str, root: Path, tree: Path) -> str:
@@ -53,20 +35,3 @@ def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path
     if config.option.markexpr:
         args += ["-m", config.option.markexpr]
     return args + measuring_args(config, settings)
-
-
-def measuring_args(config: pytest.Config, settings: Settings) -> list[str]:
-    """The options that decide how a benchmark is measured, as a child session takes them."""
-    args = [
-        f"--accelerator={settings.accelerator}",
-        f"--tpu-workload-size={settings.workload_size}",
-        f"--tpu-workload-data={settings.workload_data}",
-    ]
-    if settings.virtual_cpus:
-        args.append(f"--tpu-virtual-cpus={settings.virtual_cpus}")
-    for dest, flag in BENCHMARK_OPTIONS:
-        value = config.getoption(dest, None)
-        if value is not None:
-            args.append(f"{flag}={_option_value(value)}")
-    args += [flag for dest, flag in BENCHMARK_FLAGS if config.getoption(dest, False)]
-    return args

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tpu.childargs import measuring_args
 from pytest_tpu.gate.compare import (
     Row,
     comparison_key,
@@ -34,7 +35,7 @@ from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, nested, resolve, seed, spin, worktree
-from pytest_tpu.sameref.args import child_args, measuring_args
+from pytest_tpu.sameref.args import child_args
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note
 from pytest_tpu.sameref.runner import wrap_runner

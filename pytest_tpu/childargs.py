@@ -1,0 +1,51 @@
+"""The options that decide how a benchmark is measured, as a child pytest session takes them.
+
+Two kinds of child session measure the same benchmarks as the session that starts them: the base
+side of ``--compare-ref`` and the fresh process that checks a stored-baseline regression
+(``gate.fresh``). Both must time exactly as the parent does, so both take these from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_tpu.options import Settings
+
+# pytest-benchmark options that decide how a benchmark is measured: a child gets the same.
+BENCHMARK_OPTIONS = (
+    ("benchmark_timer", "--benchmark-timer"),
+    ("benchmark_min_rounds", "--benchmark-min-rounds"),
+    ("benchmark_max_time", "--benchmark-max-time"),
+    ("benchmark_min_time", "--benchmark-min-time"),
+    ("benchmark_calibration_precision", "--benchmark-calibration-precision"),
+    ("benchmark_warmup_iterations", "--benchmark-warmup-iterations"),
+)
+BENCHMARK_FLAGS = (("benchmark_disable_gc", "--benchmark-disable-gc"),)
+
+
+def _option_value(value: Any) -> str:
+    target = getattr(value, "target", value)
+    if callable(target):
+        return f"{target.__module__}.{target.__name__}"
+    return str(value)
+
+
+def measuring_args(config: pytest.Config, settings: Settings) -> list[str]:
+    """The options that decide how a benchmark is measured, as a child session takes them."""
+    args = [
+        f"--accelerator={settings.accelerator}",
+        f"--tpu-workload-size={settings.workload_size}",
+        f"--tpu-workload-data={settings.workload_data}",
+    ]
+    if settings.virtual_cpus:
+        args.append(f"--tpu-virtual-cpus={settings.virtual_cpus}")
+    if settings.tpu_threads:
+        args.append(f"--tpu-threads={settings.tpu_threads}")
+    for dest, flag in BENCHMARK_OPTIONS:
+        value = config.getoption(dest, None)
+        if value is not None:
+            args.append(f"{flag}={_option_value(value)}")
+    args += [flag for dest, flag in BENCHMARK_FLAGS if config.getoption(dest, False)]
+    return args
