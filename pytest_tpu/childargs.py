@@ -43,6 +43,9 @@ def measuring_args(config: pytest.Config, settings: Settings) -> list[str]:
         args.append(f"--tpu-virtual-cpus={settings.virtual_cpus}")
     if settings.tpu_threads:
         args.append(f"--tpu-threads={settings.tpu_threads}")
+    if settings.workers:  # a usage error under --compare-ref; a fresh process needs the same
+        args.append(f"--tpu-workers={settings.workers}")
+    args.append(f"--tpu-timeout={settings.tpu_timeout:g}")
     for dest, flag in BENCHMARK_OPTIONS:
         value = config.getoption(dest, None)
         if value is not None:
