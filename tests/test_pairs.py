@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_tpu.gate.compare import Row
@@ -136,3 +138,56 @@ def test_five_pairs_left_open_leaning_slower_are_joined_by_more():
     assert row.verdict == "slower" and row.regression and row.confirmed
     assert row.noise_source.startswith(f"{MOST} pairs of processes in this job")
     assert 0 < row.low < 0.07 < row.high
+
+
+def swapped(change: float, low: float, high: float) -> dict[str, object]:
+    return {**again(change, low, high), "roles_swapped": True}
+
+
+def test_an_offset_that_comes_with_the_leading_role_is_taken_out_of_the_pairs_spread():
+    # Trial 26: an unchanged 235 us Python function, five pairs, the 2nd and 4th swapped.
+    later = [
+        swapped(-2.4, -3.1, -1.7),
+        again(1.7, 0.6, 2.7),
+        swapped(-3.0, -3.9, -2.2),
+        again(2.5, 1.9, 3.1),
+    ]
+    found = across(first(0.026, 0.021, 0.031), later)
+    assert found is not None
+    # The offset flips sign with the roles; the code's change is what both roles share.
+    assert abs(found.estimate) < 0.005
+    assert -0.03 < found.low < 0 < found.high < 0.03  # within the 5 % threshold, either way
+    assert "the leading process +2." in found.source
+    # Counted as spread between the pairs instead, it leaves 5 % open.
+    plain = across(first(0.026, 0.021, 0.031), [{**row, "roles_swapped": False} for row in later])
+    assert plain is not None and plain.low < -0.01 and plain.high > 0.03
+
+
+def test_a_real_slowdown_keeps_its_sign_in_both_roles_and_stands_out_of_the_offset():
+    later = [swapped(2.4, 1.8, 3.0), again(7.4, 6.8, 8.0), swapped(2.6, 2.0, 3.2)]
+    found = across(first(0.076, 0.07, 0.082), later)
+    assert found is not None
+    assert found.estimate == pytest.approx(0.05, abs=0.003)
+    assert found.low > 0.02  # the change is shown, the offset is not mistaken for it
+
+
+def test_pairs_in_one_role_only_are_judged_on_their_spread():
+    found = across(first(0.057, 0.056, 0.059), [again(6.1, 5.9, 6.4), again(2.45, 2.36, 2.54)])
+    assert found is not None and "roles taken in turn" not in found.source
+
+
+def test_pairs_whose_spread_rules_the_threshold_out_call_the_row_unchanged():
+    # Trial 26's unchanged Python function, sent to new pairs at +2.6 % by its first pair.
+    row = replace(first(0.026, 0.021, 0.031), verdict="inconclusive", regression=False)
+    later = [
+        swapped(-2.4, -3.1, -1.7),
+        again(1.7, 0.6, 2.7),
+        swapped(-3.0, -3.9, -2.2),
+        again(2.5, 1.9, 3.1),
+    ]
+    settled = by_pairs(row, later, 0.05)
+    assert settled.verdict == "unchanged" and settled.regression is False
+    assert -0.015 < settled.low < 0 < settled.high < 0.015
+    # Pairs spread too widely to rule 5 % out stay inconclusive.
+    wide = [again(-6.0, -7.0, -5.0), again(7.0, 6.0, 8.0), again(-5.5, -6.5, -4.5)]
+    assert by_pairs(row, [*wide, again(6.5, 5.5, 7.5)], 0.05).verdict == "inconclusive"

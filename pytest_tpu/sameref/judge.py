@@ -235,12 +235,18 @@ def measured_across(row: Row, found: Change) -> Row:
 def on_spread(row: Row, found: Change, why: str, threshold: float, faster: bool = False) -> Row:
     """``row`` withdrawn, with the change and interval of several pairs, uncertain by their
     spread: ``slower`` where that interval lies above zero and the change is at least half the
-    threshold (mirrored, ``faster``, for a withdrawn improvement), ``inconclusive`` otherwise."""
+    threshold (mirrored, ``faster``, for a withdrawn improvement), ``unchanged`` where it lies
+    within the threshold either way and the change is under half of it (what a single new pair
+    needs, ``by_new_pair``: the spread already counts the offsets between processes), and
+    ``inconclusive`` otherwise."""
     if faster:
         leans = found.high < 0 and found.estimate <= -threshold / 2
     else:
         leans = found.low > 0 and found.estimate >= threshold / 2
     still = ("faster" if faster else "slower") if leans else "inconclusive"
+    within = -threshold < found.low and found.high < threshold
+    if not leans and within and abs(found.estimate) < threshold / 2:
+        still = "unchanged"
     measured = measured_across(row, found)
     return replace(measured, verdict=still, regression=False, confirmed=False, reason=why)
 

@@ -33,8 +33,9 @@ from statistics import NormalDist
 from typing import Any
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.gate.stats import CONFIDENCE, Change, between_pairs
+from pytest_tpu.gate.stats import CONFIDENCE, Change, between_pairs, between_pairs_by_role
 from pytest_tpu.sameref.reportrow import numbers
+from pytest_tpu.sameref.swap import SWAPPED_KEY
 
 APART = 2.0  # standard errors of their difference: two pairs further apart disagree
 FURTHER = 2  # pairs added where three leave a regression open (and, leaning slower, five or more)
@@ -78,7 +79,10 @@ def across(first: Row, later: Sequence[Mapping[str, Any] | None]) -> Change | No
         return None
     logs = [m[0] for m in measured if m is not None]
     errors = [m[1] for m in measured[1:] if m is not None]
-    return between_pairs(logs, logs[1:], math.hypot(*errors) / len(errors))
+    within = math.hypot(*errors) / len(errors)
+    swapped = [bool((row or {}).get(SWAPPED_KEY)) for row in later]
+    by_role = between_pairs_by_role(logs, logs[1:], swapped, within)
+    return by_role if by_role is not None else between_pairs(logs, logs[1:], within)
 
 
 def leaves_open(again: Mapping[str, Any] | None, threshold: float) -> bool:
