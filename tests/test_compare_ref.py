@@ -309,11 +309,12 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
     assert len(worktrees(repo)) == 1
 
 
-# A real +7 % whose pairs of processes differ widely: +20 %, +2 %, +14 %, -0.5 %, +12 %, then +7 %
+# A real +7 % whose pairs of processes differ widely: +20 %, +2 %, -0.5 %, +14 %, +12 %, then +7 %
 # each. Five pairs leave it open (their interval from below zero past the 10 % threshold), leaning
-# slower (a mean of +7 %): more pairs measure it, two at a time.
+# slower (a mean of +7 %): more pairs measure it, two at a time. (The offsets do not follow the
+# roles, which the new pairs take in turn: an offset that did would be taken out as the roles'.)
 WIDE = {
-    "offsets": "[1.12, 0.95, 1.07, 0.93, 1.05, 1.0, 1.0, 1.0, 1.0, 1.0]",
+    "offsets": "[1.12, 0.95, 0.93, 1.07, 1.05, 1.0, 1.0, 1.0, 1.0, 1.0]",
     "seconds": 0.004,
     "rounds": 30,
 }
@@ -368,7 +369,8 @@ def test_a_slowdown_one_pair_measured_under_the_threshold_is_decided_by_more_pai
     assert result.ret == code
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["regression"] is (code != 0)
-    assert row["verdict"] == ("slower" if code else "inconclusive")
+    # Unchanged code: five pairs' spread rules the threshold out, around none of it.
+    assert row["verdict"] == ("slower" if code else "unchanged")
     assert "pairs of processes in this job, paired rounds" in row["noise_source"]
     assert "the spread between pairs counted" in row["note"] and "first +7." in row["note"]
     if not code:

@@ -679,8 +679,9 @@ def test_a_regression_a_fresh_process_cannot_measure_still_fails_and_says_why(
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(
         [
-            "REGRESSION test_state.py::test_work: *confirmed by a re-measurement in fresh rounds "
-            "*; no fresh process checked it: it measured nothing (exit code *",
+            "REGRESSION test_state.py::test_work: *confirmed by a re-measurement in fresh rounds, "
+            "whose figures these are (the first read +*); no fresh process checked it: it "
+            "measured nothing (exit code *",
         ]
     )
 
@@ -707,8 +708,8 @@ def test_a_real_regression_fails_only_after_a_fresh_process_agrees(pytester):
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(
         [
-            "REGRESSION test_bench.py::test_work: *confirmed by a re-measurement in fresh rounds "
-            "(first +*) and in a fresh process (+*",
+            "REGRESSION test_bench.py::test_work: *confirmed by a re-measurement in fresh rounds"
+            ", whose figures these are (the first read +*) and in a fresh process (+*",
         ]
     )
     assert (pytester.path / "junit.xml").read_text().count("<testcase ") == 3

@@ -171,6 +171,7 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
     statistic that found it."""
     measured, agreed = _again(first, base, again, threshold)
     first_text = f"first {interval_text(first.change, first.low, first.high)}"
+    said = f"the first read {interval_text(first.change, first.low, first.high)}"
     if not agreed:
         return _withdrawn(
             first, measured, f"not confirmed by a re-measurement: {first_text}, again"
@@ -190,7 +191,8 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
         verdict="slower",
         regression=True,
         confirmed=True,
-        reason=f"confirmed by a re-measurement in fresh rounds ({first_text})",
+        # The row's figures are the re-measurement's: a new user read "first" as the headline.
+        reason=f"confirmed by a re-measurement in fresh rounds, whose figures these are ({said})",
     )
 
 
