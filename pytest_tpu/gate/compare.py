@@ -34,6 +34,7 @@ from pytest_tpu.gate.metrics import (
 from pytest_tpu.gate.model import (
     DEFAULT_THRESHOLD,
     KEY_FIELDS,
+    Decision,
     Measured,
     Row,
     Side,
@@ -138,15 +139,17 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
 
 def _again(
     first: Row, base: Side, again: RunSummary, threshold: float
-) -> tuple[Measured | None, bool]:
-    """A re-measurement on the statistic that found the regression, and whether it agrees."""
+) -> tuple[Measured | None, Decision | None]:
+    """A re-measurement on the statistic that found the regression, and its decision where it
+    agrees (``agrees``; None where it does not)."""
     if first.statistic == TAIL:
         measured = tail_measured(base, again, threshold)
     else:
         measured = measure(base, again, threshold)
-    second = None if measured is None else decide(measured, threshold)
-    agreed = measured is not None and second is not None and agrees(measured, second, threshold)
-    return measured, agreed
+    if measured is None:
+        return None, None
+    second = decide(measured, threshold)
+    return measured, second if agrees(measured, second, threshold) else None
 
 
 def _withdrawn(first: Row, measured: Measured | None, why: str) -> Row:
@@ -169,22 +172,15 @@ def _withdrawn(first: Row, measured: Measured | None, why: str) -> Row:
 def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
     """A regression stands only if a re-measurement in fresh rounds agrees (``agrees``), on the
     statistic that found it."""
-    measured, agreed = _again(first, base, again, threshold)
-    first_text = f"first {interval_text(first.change, first.low, first.high)}"
-    said = f"the first read {interval_text(first.change, first.low, first.high)}"
-    if not agreed:
+    measured, second = _again(first, base, again, threshold)
+    shown = interval_text(first.change, first.low, first.high)
+    if measured is None or second is None:
         return _withdrawn(
-            first, measured, f"not confirmed by a re-measurement: {first_text}, again"
+            first, measured, f"not confirmed by a re-measurement: first {shown}, again"
         )
-    assert measured is not None  # it agreed
     # Its current time is the re-measurement's, as its change is.
     now = again.mean if first.statistic == TAIL and again.mean else again.raw
-    row = row_of(
-        measured,
-        decide(measured, threshold),
-        {**common_of(first), "current_value": now.value},
-        first.forced,
-    )
+    row = row_of(measured, second, {**common_of(first), "current_value": now.value}, first.forced)
     return replace(
         row,
         statistic=first.statistic,
@@ -192,24 +188,21 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
         regression=True,
         confirmed=True,
         # The row's figures are the re-measurement's: a new user read "first" as the headline.
-        reason=f"confirmed by a re-measurement in fresh rounds, whose figures these are ({said})",
+        reason=f"confirmed by a re-measurement in fresh rounds, whose figures these are (the first "
+        f"read {shown})",
     )
 
 
 def _fresh_confirmed(confirmed: Row, base: Side, fresh: RunSummary, threshold: float) -> Row:
     """A confirmed regression stands only if a fresh process's measurement agrees too: the
     confirmation ran in the same process, and cannot tell the code from that process's state."""
-    measured, agreed = _again(confirmed, base, fresh, threshold)
-    said = interval_text(confirmed.change, confirmed.low, confirmed.high)
-    if not agreed:
+    measured, second = _again(confirmed, base, fresh, threshold)
+    if measured is None or second is None:
+        said = interval_text(confirmed.change, confirmed.low, confirmed.high)
         why = f"not confirmed by a fresh process: this process {said}, the fresh process"
         return _withdrawn(confirmed, measured, why)
-    assert measured is not None  # it agreed
     text = change_text(measured.change)
-    return replace(
-        confirmed,
-        reason=f"{confirmed.reason} and in a fresh process ({text})",
-    )
+    return replace(confirmed, reason=f"{confirmed.reason} and in a fresh process ({text})")
 
 
 def _location(side: Side | None, history: bool) -> float | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 
 from pytest_tpu.childargs import measuring_args
+from pytest_tpu.files import write_text_atomic
 from pytest_tpu.options import Settings
 
 OUT_ENV = "PYTEST_TPU_FRESH_OUT"  # set for the child: where it writes its measurements
@@ -65,22 +65,13 @@ def claim_output() -> Path | None:
 
 def write(path: Path, measurements: Mapping[str, Any]) -> None:
     """The child's measurements, whole or not at all (the parent reads a missing file as none)."""
-    temporary = path.with_suffix(".partial")
-    temporary.write_text(json.dumps(measurements), encoding="utf-8")
-    os.replace(temporary, path)
+    write_text_atomic(path, json.dumps(measurements))
 
 
 def _plugins(config: pytest.Config) -> list[str]:
-    """``-p NAME`` options of the command line and of ``addopts`` (which the child drops)."""
-    words = [*config.invocation_params.args, *shlex.split(" ".join(config.getini("addopts")))]
-    found = []
-    for index, word in enumerate(words):
-        word = str(word)
-        if word == "-p" and index + 1 < len(words):
-            found += ["-p", str(words[index + 1])]
-        elif word.startswith("-p") and len(word) > 2 and not word.startswith("-p="):
-            found += ["-p", word[2:]]
-    return found
+    """``-p NAME`` options, the command line's and ``addopts``' (which the child drops): pytest
+    keeps them all in ``plugins``."""
+    return [arg for name in config.option.plugins or () for arg in ("-p", str(name))]
 
 
 def _test_args(root: Path, nodeids: Iterable[str]) -> list[str]:

@@ -595,15 +595,15 @@ def between_pairs_by_role(
     df = len(changes) - 2
     if not led or not followed or df < 2:
         return None
+    leading, following = math.fsum(led) / len(led), math.fsum(followed) / len(followed)
     groups = ([changes[0], *led], followed)
     squares = math.fsum((x - math.fsum(g) / len(g)) ** 2 for g in groups for x in g)
-    role = (math.fsum(led) / len(led) - math.fsum(followed) / len(followed)) / 2
     se = math.sqrt(squares / df) / 2 * math.sqrt(1 / len(led) + 1 / len(followed))
     source = (
         f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds, the roles taken in turn: the spread "
         "between the pairs, which shows an offset between processes that a pair's own rounds "
-        f"cannot, and the offset of the roles taken out (the leading process {_expm1(role):+.1%})"
+        "cannot, and the offset of the roles taken out (the leading process "
+        f"{_expm1((leading - following) / 2):+.1%})"
     )
     noise = Noise(0.0, df, source, True)
-    estimate = (math.fsum(led) / len(led) + math.fsum(followed) / len(followed)) / 2
-    return _from(estimate, max(se, within_se), df, noise)
+    return _from((leading + following) / 2, max(se, within_se), df, noise)

@@ -243,10 +243,11 @@ def on_spread(row: Row, found: Change, why: str, threshold: float, faster: bool 
         leans = found.high < 0 and found.estimate <= -threshold / 2
     else:
         leans = found.low > 0 and found.estimate >= threshold / 2
-    still = ("faster" if faster else "slower") if leans else "inconclusive"
     within = -threshold < found.low and found.high < threshold
-    if not leans and within and abs(found.estimate) < threshold / 2:
-        still = "unchanged"
+    if leans:
+        still = "faster" if faster else "slower"
+    else:
+        still = "unchanged" if within and abs(found.estimate) < threshold / 2 else "inconclusive"
     measured = measured_across(row, found)
     return replace(measured, verdict=still, regression=False, confirmed=False, reason=why)
 
