@@ -18,9 +18,10 @@ import math
 import re
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
@@ -33,7 +34,21 @@ ARMS = (0.0, 0.05, 0.10)
 COPIES = ("a", "b", "c")
 NAME_RE = re.compile(r"::test_(\w+)\[(\w+)-([abc])\]$")
 
-Rule = Callable[[Change, str, "Change | None", float], Change]
+
+class Rule(Protocol):
+    """A rule for the machine's drift, as ``measure.with_drift`` is one."""
+
+    def __call__(
+        self,
+        found: Change,
+        mode: str,
+        machine: Change | None,
+        typical: float,
+        share: float | None = None,
+    ) -> Change: ...
+
+
+_WITH_DRIFT = measure.with_drift  # as the gate has it, before a rule replaces it
 
 
 def _drift(machine: Change | None) -> float | None:
@@ -42,7 +57,9 @@ def _drift(machine: Change | None) -> float | None:
     return math.log1p(machine.estimate)
 
 
-def beyond_twice(found: Change, mode: str, machine: Change | None, typical: float) -> Change:
+def beyond_twice(
+    found: Change, mode: str, machine: Change | None, typical: float, share: float | None = None
+) -> Change:
     """The rule before bd6cd42: the drift beyond twice the history's kernel spread."""
     drift = _drift(machine)
     if drift is None:
@@ -51,9 +68,19 @@ def beyond_twice(found: Change, mode: str, machine: Change | None, typical: floa
     return widened(found, excess, "drift beyond twice the history's")
 
 
-def no_allowance(found: Change, mode: str, machine: Change | None, typical: float) -> Change:
+def no_allowance(
+    found: Change, mode: str, machine: Change | None, typical: float, share: float | None = None
+) -> Change:
     """No drift allowance at all: what the rounds and the history say by themselves."""
     return found
+
+
+def prior_share(
+    found: Change, mode: str, machine: Change | None, typical: float, share: float | None = None
+) -> Change:
+    """The rule before trial 27: every mode carries its prior share of the drift
+    (``model.UNTRACKED_DRIFT``), whatever its saved runs show."""
+    return _WITH_DRIFT(found, mode, machine, typical)
 
 
 def _blind(saved: object, now: object, slower: bool, cpus: int | None = None) -> str:
@@ -65,6 +92,7 @@ def _blind(saved: object, now: object, slower: bool, cpus: int | None = None) ->
 RULES: dict[str, tuple[Rule, bool]] = {
     "variance beyond (main)": (measure.with_drift, True),
     "main without contention": (measure.with_drift, False),
+    "prior shares (before trial 27)": (prior_share, True),
     "beyond twice (old)": (beyond_twice, False),
     "none": (no_allowance, False),
 }

@@ -27,6 +27,7 @@ MACHINE_CONFIDENCE = 0.95  # how sure the kernel's slowdown must be to be called
 # ratios, all of it for raw rounds, and added to the uncertainty -- but only the drift variance
 # beyond the kernel's across the saved runs: drift of that spread was there when the history's
 # between-session noise was measured, so it is already in the interval.
+# Raw rounds whose saved runs show they follow the kernel less are charged less (``carried``).
 UNTRACKED_DRIFT = {"raw": 1.0, "calibrated": 0.5}
 KEY_FIELDS = (
     "accelerator",

@@ -196,6 +196,24 @@ def sample_sd(values: Sequence[float]) -> float:
     return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
 
 
+def slope_upper(points: Sequence[tuple[float, float]], confidence: float = 0.95) -> float | None:
+    """An upper ``confidence`` bound on how steeply y follows x, ``|slope|``, from a least-squares
+    line through ``points``: its slope's size plus one-sided Student's t times its standard error,
+    with ``n - 2`` degrees of freedom. None with fewer than four points (one degree of freedom
+    leaves the bound meaningless) or where x does not vary."""
+    if len(points) < 4:
+        return None
+    mean_x = math.fsum(x for x, _ in points) / len(points)
+    mean_y = math.fsum(y for _, y in points) / len(points)
+    sxx = math.fsum((x - mean_x) ** 2 for x, _ in points)
+    if not sxx > 0:
+        return None
+    slope = math.fsum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
+    residual = math.fsum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in points)
+    df = len(points) - 2
+    return abs(slope) + t_ppf(confidence, df) * math.sqrt(residual / df / sxx)
+
+
 # --------------------------------------------------------------------------- Student's t
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from pytest_tpu.gate.history import RunSummary, sessions
-from pytest_tpu.gate.measure import machine_change, typical_drift, with_drift
+from pytest_tpu.gate.measure import carried, machine_change, typical_drift, with_drift
 from pytest_tpu.gate.model import Decision, Measured, Row, Side
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE, TAIL, Change, change
 from pytest_tpu.gate.verdict import (
@@ -32,7 +32,8 @@ def tail_measured(base: Side, current: RunSummary, threshold: float) -> Measured
     if found is None:
         return None
     machine = machine_change(base, current)
-    found = with_drift(found, "raw", machine, typical_drift(base, current))
+    share = carried(base, current, "raw")
+    found = with_drift(found, "raw", machine, typical_drift(base, current), share)
     saved = tuple(run.others for run in saved_runs)
     return Measured(found, "raw", machine, len(saved_runs), saved, current.others)
 
