@@ -98,6 +98,25 @@ def test_saved_runs_that_agree_by_chance_do_not_make_a_noisy_benchmark_certain()
     assert found is not None and found.p_slower > 0.99
 
 
+def test_one_bursty_saved_run_does_not_set_the_floor_for_every_later_comparison():
+    """New-user trial 27: a 5 ms numpy sort whose blocks were 10 % apart in one of five saved
+    runs (a burst of load; its location 4 % off) and 0.1-2.5 % in the others. Pooled, that one
+    run made every session's noise at least 4.2 %, and a 9 % slowdown of the sort was never
+    resolved. The median run's blocks bound the noise; the bursty run's offset still counts in
+    the runs' own spread, and a burst in the current run in that run's own error."""
+    steady = [Estimate(math.log(0.00515) + d, 0.0007, 0.002, 8) for d in (0, 0.001, -0.001, 0)]
+    bursty = Estimate(math.log(0.00515) + 0.04, 0.035, 0.10, 8)
+    history = [*steady[:1], bursty, *steady[1:]]
+    assert "at least the spread of blocks" not in between_sessions(history).source
+    slower = change(history, Estimate(math.log(0.00515 * 1.09), 0.0007, 0.002, 8))
+    assert slower is not None and slower.p_slower > 0.99
+    same = change(history, Estimate(math.log(0.00515 * 1.01), 0.0007, 0.002, 8))
+    assert same is not None and 0.01 < same.p_slower < 0.99
+    # A burst now: not a certain slowdown.
+    found = change(history, Estimate(math.log(0.00515 * 1.09), 0.035, 0.10, 8))
+    assert found is not None and found.p_slower < 0.99
+
+
 def test_one_saved_run_says_the_between_session_noise_is_assumed():
     noise = between_sessions([session(1)])
     assert not noise.measured and "assumed" in noise.source
