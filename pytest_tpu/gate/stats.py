@@ -316,10 +316,10 @@ def between_sessions(
     explains (measured) -- but never less than the variance of a block's location within a run
     (the median of the saved runs' and ``current``'s: one run's burst of load, then or now, is
     in that run's location and its own error, not the floor of every comparison). Sessions
-    differ by more than stretches of one
-    session do; a few runs saved minutes apart can agree by chance, or because the machine held
-    still while they ran, and then nothing else would stand between a session that runs
-    differently and a "certain" verdict (seen here: five saved runs within 1.8 % of each other,
+    differ by more than stretches of one session do; a few runs saved minutes apart can agree
+    by chance, or because the machine held still while they ran, and then nothing else would
+    stand between a session that runs differently and a "certain" verdict (seen here: five
+    saved runs within 1.8 % of each other,
     blocks of each run 8-16 % apart, an unchanged benchmark +17 % in a later session).
     With one saved run: nothing between sessions is known. The assumption is the largest of the
     spread of blocks within the saved and the current run, the spread of --measure-noise runs
