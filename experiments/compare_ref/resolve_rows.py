@@ -18,11 +18,14 @@ import argparse
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ARMS = (0.0, 0.05, 0.10)
-COPIES = "abc"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import arms_of
+
 AGAIN = re.compile(
     r"measured again with (\d+)x the rounds in a new pair of processes "
     r"\(first ([+-][\d.]+)% \[([+-][\d.]+)%, ([+-][\d.]+)%\]\)"
@@ -50,8 +53,7 @@ class Again:
 def rows_of(keep: Path) -> list[Again]:
     found = []
     for path in sorted(keep.glob("*-[0-9][0-9].json")):
-        rotation = int(path.stem.rpartition("-")[2]) % 3
-        arms = {copy: ARMS[(rotation + j) % 3] for j, copy in enumerate(COPIES)}
+        arms = arms_of(int(path.stem.rpartition("-")[2]) % 3)
         try:
             rows = json.loads(path.read_text())["comparison"]["rows"]
         except (OSError, ValueError, KeyError):

@@ -38,6 +38,11 @@ WORKLOADS_KEPT = list(KEEP)  # --workloads: a subset, for a focused check
 FAIL_RE = re.compile(r"^REGRESSION \S+::(test_\w+\[\w+-[abc]\]): ")
 
 
+def arms_of(rotation: int) -> dict[str, float]:
+    """The extra work of each copy in the head commit of ``rotation`` (a session's index % 3)."""
+    return {copy: ARMS[(rotation + j) % 3] for j, copy in enumerate(COPIES)}
+
+
 def benchmark_file(arms: dict[str, float]) -> str:
     """The gate experiment's workloads with the arms written into the file itself."""
     text = WORKLOADS.read_text()
@@ -63,7 +68,7 @@ def make_repo(repo: Path) -> None:
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
     for rotation in range(3):
-        arms = {copy: ARMS[(rotation + j) % 3] for j, copy in enumerate(COPIES)}
+        arms = arms_of(rotation)
         git(repo, "checkout", "-q", "-b", f"head{rotation}", "base")
         (repo / "test_work.py").write_text(benchmark_file(arms))
         git(repo, "commit", "-qam", f"head {arms}")
@@ -94,7 +99,7 @@ def pytest_run(repo: Path, args: list[str], session: str = "") -> tuple[str, flo
 
 def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[dict[str, object]]:
     rotation = index % 3
-    arms = {copy: ARMS[(rotation + j) % 3] for j, copy in enumerate(COPIES)}
+    arms = arms_of(rotation)
     git(repo, "checkout", "-q", f"head{rotation}")
     report = log.with_suffix(".json")
     out, seconds = pytest_run(

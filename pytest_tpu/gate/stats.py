@@ -14,6 +14,7 @@ Memory and time are linear in the number of rounds: no bootstrap.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -373,11 +374,8 @@ def _typical_block_variance(runs: Sequence[Estimate]) -> float:
     pooled to 4.2 % and left a 5 % threshold out of reach for every later comparison. A burst
     moves its run's location, which the saved runs' spread counts (or, in the current run, its
     own error does)."""
-    parts = sorted(r.spread**2 for r in runs if math.isfinite(r.spread) and r.blocks > 1)
-    if not parts:
-        return 0.0
-    middle = len(parts) // 2
-    return parts[middle] if len(parts) % 2 else (parts[middle - 1] + parts[middle]) / 2
+    parts = [r.spread**2 for r in runs if math.isfinite(r.spread) and r.blocks > 1]
+    return statistics.median(parts) if parts else 0.0
 
 
 def _block_variance(runs: Sequence[Estimate]) -> float:
@@ -631,8 +629,10 @@ def between_pairs_by_role(
     if not led or not followed or df < 2:
         return None
     leading, following = math.fsum(led) / len(led), math.fsum(followed) / len(followed)
-    groups = ([changes[0], *led], followed)
-    squares = math.fsum((x - math.fsum(g) / len(g)) ** 2 for g in groups for x in g)
+    leads = [changes[0], *led]  # the first pair leads too
+    centre = math.fsum(leads) / len(leads)
+    squares = math.fsum((x - centre) ** 2 for x in leads)
+    squares += math.fsum((x - following) ** 2 for x in followed)
     se = math.sqrt(squares / df) / 2 * math.sqrt(1 / len(led) + 1 / len(followed))
     source = (
         f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds, the roles taken in turn: the spread "
