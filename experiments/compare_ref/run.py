@@ -35,6 +35,7 @@ COPIES = ("a", "b", "c")
 KEEP = ("matmul", "cnn", "numpy")  # the workloads the issue names, measured by default
 ALL = (*KEEP, "transformer")  # --workloads may add the stored-gate experiment's fourth
 WORKLOADS_KEPT = list(KEEP)  # --workloads: a subset, for a focused check
+OFFSET_HELD = "off in this pair (root mean square"  # sameref.offsets.allowed_for's reason
 FAIL_RE = re.compile(r"^REGRESSION \S+::(test_\w+\[\w+-[abc]\]): ")
 
 
@@ -131,6 +132,8 @@ def compare_once(repo: Path, index: int, threshold: float, log: Path) -> list[di
                 "detectable_pct": row["detectable_pct"],
                 "withdrawn": row["confirmed"] is False,
                 "again": "measured again with" in str(row.get("note") or ""),
+                # One pair's "unchanged" the first pair's measured offset left inconclusive.
+                "held": OFFSET_HELD in str(row.get("note") or ""),
                 "noise_source": row.get("noise_source"),
                 "statistic": row.get("statistic", ""),
                 "seconds": seconds,
@@ -175,6 +178,18 @@ def condition(
 def _median(rows: list[dict[str, object]], key: str) -> str:
     found = sorted(float(r[key]) for r in rows if r[key] is not None)  # type: ignore[arg-type]
     return f"{found[len(found) // 2]:+.1f}%" if found else "-"
+
+
+def held(records: list[dict[str, object]]) -> str:
+    """How many rows one pair called ``unchanged`` the first pair's measured offset left
+    ``inconclusive`` (``sameref.offsets``), per condition and arm: for more work, each would have
+    been a wrong verdict without it."""
+    counts: dict[tuple[object, object], list[int]] = defaultdict(lambda: [0, 0])
+    for r in records:
+        counts[(r["condition"], r["arm"])][0] += bool(r.get("held"))
+        counts[(r["condition"], r["arm"])][1] += 1
+    parts = [f"{c} +{float(a):.0%} {n}/{t}" for (c, a), (n, t) in sorted(counts.items(), key=str)]  # type: ignore[arg-type]
+    return "one pair's unchanged held inconclusive by the first pair's offset: " + ", ".join(parts)
 
 
 def table(records: list[dict[str, object]]) -> str:
@@ -249,6 +264,7 @@ def main() -> None:
             with machine(name, root / f"stop-{name}"):
                 condition(name, options, root, records)
     print(table(records))
+    print(held(records))
     sessions = {(r["condition"], r["session"]): r for r in records}
     ratios = sorted(float(r["seconds"]) / float(r["plain_s"]) for r in sessions.values())
     if ratios:

@@ -62,7 +62,7 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.stats import TAIL, Change
-from pytest_tpu.sameref import pairs
+from pytest_tpu.sameref import offsets, pairs
 from pytest_tpu.sameref.judge import (
     by_new_pair,
     by_pairs,
@@ -210,7 +210,34 @@ def remeasure(
         else:
             extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
             judged.append(by_new_pair(row, again.get(nodeid), threshold, extra))
-    return judged, line + _outcome(judged, failing, improving, under)
+    # What the new pairs read shows how far apart the first pair's processes were: the rows that
+    # pair alone called ``unchanged`` must leave room for that much (``offsets``).
+    pairs_of = {n: later.get(n) or [again.get(n), more.get(n)] for n in measured}
+    judged, note = _offset_allowed(judged, by_id, pairs_of, thresholds, set(measured))
+    return judged, line + _outcome(judged, failing, improving, under) + note
+
+
+def _offset_allowed(
+    judged: Sequence[Row],
+    first: Mapping[str, Row],
+    pairs_of: Mapping[str, Sequence[Mapping[str, Any] | None]],
+    thresholds: Mapping[str, float],
+    measured: set[str],
+) -> tuple[list[Row], str]:
+    """``judged`` with the rows only the first pair measured held to the offset the rows
+    measured again show (``offsets.allowed_for``), and what the summary line adds."""
+    offset = offsets.first_pair_offset(first, pairs_of, thresholds)
+    out = [
+        row if row.nodeid in measured else offsets.allowed_for(row, thresholds[row.nodeid], offset)
+        for row in judged
+    ]
+    held = sum(new.verdict != old.verdict for new, old in zip(out, judged, strict=True))
+    if offset is None or not held:
+        return out, ""
+    return out, (
+        f"; the first pair's processes read {math.expm1(offset.rms):.1%} off by the rows "
+        f"measured again: {held} row(s) it alone called unchanged are inconclusive"
+    )
 
 
 def lean(

@@ -51,13 +51,15 @@ def _logged(change: float, low: float, high: float) -> tuple[float, float] | Non
     return math.log1p(change), (math.log1p(high) - math.log1p(low)) / (2 * _Z)
 
 
-def _of_row(row: Row) -> tuple[float, float] | None:
+def of_row(row: Row) -> tuple[float, float] | None:
+    """A row's change as a log change and its standard error, or None without an interval."""
     if row.change is None or row.low is None or row.high is None:
         return None
     return _logged(row.change, row.low, row.high)
 
 
-def _of_report(again: Mapping[str, Any] | None) -> tuple[float, float] | None:
+def of_report(again: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """A new pair's report row's change as a log change and its standard error, or None."""
     found = numbers(again or {}, "change_pct", "ci_low", "ci_high")
     return None if found is None else _logged(*(x / 100 for x in found))
 
@@ -65,7 +67,7 @@ def _of_report(again: Mapping[str, Any] | None) -> tuple[float, float] | None:
 def disagree(first: Row, again: Mapping[str, Any] | None) -> bool:
     """Whether the first pair's row and a new pair's report row lie further apart than their
     intervals allow."""
-    one, two = _of_row(first), _of_report(again)
+    one, two = of_row(first), of_report(again)
     if one is None or two is None:
         return False
     return abs(one[0] - two[0]) > APART * math.hypot(one[1], two[1])
@@ -74,7 +76,7 @@ def disagree(first: Row, again: Mapping[str, Any] | None) -> bool:
 def across(first: Row, later: Sequence[Mapping[str, Any] | None]) -> Change | None:
     """The change measured by the new pairs (``later``, report rows), uncertain by the spread of
     them all and the first."""
-    measured = [_of_row(first), *(_of_report(row) for row in later)]
+    measured = [of_row(first), *(of_report(row) for row in later)]
     if any(m is None for m in measured):
         return None
     logs = [m[0] for m in measured if m is not None]

@@ -1,0 +1,120 @@
+"""How far apart the first pair's two processes were, as the rows measured again show it.
+
+One pair of processes calls a change ``unchanged`` where its rounds' interval stays well under the
+threshold: under a quarter of it, the interval under half (``rows.one_pair``). That leaves room for
+an offset between the two processes of half the threshold or more, which their rounds cannot show.
+Offsets are larger than that at times: beside a bursty neighbour (r56n), one first pair read a
+numpy function made 5 % slower at +0.6 % [+0.5, +0.7] and +1.1 %, ``unchanged``, while its
+unchanged copies read -4.1 % and its copies made 10 % slower +5.6 %, which new pairs measured at
+about +10 %: that pair of processes was some 4 % off for that code.
+
+The rows measured again by new pairs (``confirm``) show that offset: the first pair's change less
+the mean of the new pairs' is the first pair's offset for that benchmark plus the rounds' noise of
+both, while a change in the code cancels. So wherever some rows were measured again, the first
+pair's offsets are estimated from them: their root mean square, the rounds' noise taken out, over
+the rows whose rounds resolve a quarter of their threshold (a Keras CNN's rounds, 10-15 % apart,
+say nothing of an offset of a percent). A row that pair alone called ``unchanged`` stays so only
+where its interval's upper end lies under the threshold by more than an offset drawn from them
+would reach 97.5 % of the time: Student's t with as many degrees of freedom as rows measured the
+offsets (few rows leave their spread uncertain, so one row's offset of a percent asks 12.7
+percents of room). Otherwise it is ``inconclusive``, its smallest detectable change counting the
+offset. Offsets differ between benchmarks (a pinned TensorFlow matmul's are tenths of a percent,
+a numpy function's percents), so one benchmark's stands for another's only as a warning, and the
+rows so marked say whose offset it was. The rows measured again were picked for reading large, so
+the estimate leans high: more ``inconclusive``, never a failure, nothing measured again. A
+session whose rows one pair settled has no such estimate and keeps the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+from typing import Any
+
+from pytest_tpu.gate.compare import Row
+from pytest_tpu.gate.lines import pct
+from pytest_tpu.gate.stats import FAIL_CONFIDENCE, ONE_PAIR, POWER, t_ppf
+from pytest_tpu.sameref.pairs import of_report, of_row
+
+# An ``unchanged`` row's interval is 95 % two-sided: its upper end a 97.5 % one-sided bound. The
+# offset it must leave room for is held to the same.
+COVER = 0.975
+# A row's rounds must resolve this share of its threshold for its offset to count: noisier rounds
+# hide an offset of that size in their own noise.
+RESOLVES = 0.25
+# A change the gate catches 4 times in 5 lies this many standard errors out (normal errors).
+_DETECT = NormalDist().inv_cdf(FAIL_CONFIDENCE) + NormalDist().inv_cdf(POWER)
+
+
+@dataclass(frozen=True)
+class Offset:
+    """The first pair's offsets between its processes, on the log scale: their root mean square
+    over ``count`` rows measured again, the largest one's node id and offset, and the room a row
+    that pair alone measured must leave under its threshold (``bound``)."""
+
+    rms: float
+    count: int
+    largest: str
+    largest_log: float
+
+    @property
+    def bound(self) -> float:
+        return t_ppf(COVER, self.count) * self.rms
+
+
+def first_pair_offset(
+    first: Mapping[str, Row],
+    later: Mapping[str, Sequence[Mapping[str, Any] | None]],
+    thresholds: Mapping[str, float],
+) -> Offset | None:
+    """The first pair's offsets from the rows measured again: ``first`` the first pair's rows by
+    node id, ``later`` the report rows of the pairs that measured each again, ``thresholds``
+    each row's (a fraction). None where no row measured again resolves its offset."""
+    found: list[tuple[str, float, float]] = []  # node id, offset, and its squared rounds' noise
+    for nodeid, rows in later.items():
+        one = of_row(first[nodeid]) if nodeid in first else None
+        again = [m for m in map(of_report, rows) if m is not None]
+        if one is None or not again or nodeid not in thresholds:
+            continue
+        mean = math.fsum(log for log, _ in again) / len(again)
+        noise = one[1] ** 2 + math.fsum(se**2 for _, se in again) / len(again) ** 2
+        if math.sqrt(noise) <= RESOLVES * math.log1p(thresholds[nodeid]):
+            found.append((nodeid, one[0] - mean, noise))
+    if not found:
+        return None
+    # Each difference holds both sides' rounds' noise too: only what lies past it is offset.
+    squares = [max(0.0, d * d - noise) for _, d, noise in found]
+    nodeid, largest, _ = max(found, key=lambda item: abs(item[1]))
+    return Offset(math.sqrt(math.fsum(squares) / len(squares)), len(found), nodeid, largest)
+
+
+def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
+    """``row`` as it stands once the first pair's measured ``offset`` is allowed for: a row that
+    pair alone called ``unchanged`` whose interval does not clear the threshold by the room the
+    offsets ask (``Offset.bound``) becomes ``inconclusive``, its detectable change widened by
+    them."""
+    if offset is None or offset.rms <= 0 or row.status != "compared":
+        return row
+    if row.verdict != "unchanged" or not row.noise_source.endswith(ONE_PAIR):
+        return row
+    if row.change is None or row.high is None or row.high <= -1:
+        return row
+    if math.log1p(row.high) + offset.bound < math.log1p(threshold):
+        return row
+    detectable = row.detectable
+    if detectable is not None and math.isfinite(detectable) and detectable > -1:
+        # The rounds' error and the offset's add as variances; the offset's is the bound's
+        # standard deviation (t's width for few rows included), scaled as the rounds' is.
+        spread = offset.bound / NormalDist().inv_cdf(COVER)
+        detectable = math.expm1(math.hypot(math.log1p(detectable), _DETECT * spread))
+    why = (
+        f"{row.change:+.1%} [{pct(row.low)}, {pct(row.high)}] in one pair of processes, within "
+        f"its threshold ({threshold:.1%}) by its rounds; but the {offset.count} benchmark(s) "
+        f"new pairs measured again read {math.expm1(offset.rms):.1%} off in this pair (root mean "
+        f"square; {offset.largest} {math.expm1(offset.largest_log):+.1%}): an offset between its "
+        f"two processes as large as those allow ({math.expm1(offset.bound):.1%}) could hide a "
+        "regression of the threshold"
+    )
+    return replace(row, verdict="inconclusive", reason=why, detectable=detectable)
