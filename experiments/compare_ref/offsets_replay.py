@@ -9,10 +9,11 @@ bound it puts on the first pair's offset. It then counts, per arm:
 
 - ``held``: one pair's ``unchanged`` rows the bound leaves ``inconclusive`` (for +5 % and +10 % each
   is a wrong verdict avoided; for +0 % an ``unchanged`` given up);
-- ``covered``: of every first-pair row in a session with a bound, the share whose own offset (its
-  change less its arm's, on the log scale) lies above minus the bound: what the rule promises at
-  97.5 %. The arms are the commits' extra work, not a plain run's measurement of it (the numpy
-  function's +5 % measured +4.7 % in plain runs), so this is approximate.
+- ``covered``: of the unchanged code's first-pair rows in a session with a bound (not measured
+  again), how often each end of the interval, widened by the bound, still reaches zero: what the
+  rule promises at 97.5 % for each end. Only unchanged code's truth is known exactly (the +5 %
+  arm's extra work read +4.2 to +5.8 % by the pairs in r57); ``rounds`` is the intervals alone,
+  ``half`` the room the one-pair rule leaves without a bound (half the threshold).
 
 Rules: ``t`` (shipped: Student's t with as many degrees of freedom as rows, times their root mean
 square), ``z`` (the normal quantile instead), ``largest`` (the largest offset seen, as it is), and
@@ -62,7 +63,23 @@ def _t_all(_: offsets.Offset | None, every: offsets.Offset | None) -> float | No
     return None if every is None else t_ppf(offsets.COVER, every.count) * every.rms
 
 
-RULES: dict[str, Bound] = {"t": _t, "z": _z, "largest": _largest, "t-all": _t_all}
+def _rounds(_: offsets.Offset | None, __: offsets.Offset | None) -> float | None:
+    return 0.0
+
+
+def _half(_: offsets.Offset | None, __: offsets.Offset | None) -> float | None:
+    return math.log1p(HALF)
+
+
+HALF = 0.025  # half the threshold, set in main
+RULES: dict[str, Bound] = {
+    "t": _t,
+    "z": _z,
+    "largest": _largest,
+    "t-all": _t_all,
+    "rounds": _rounds,
+    "half": _half,
+}
 
 
 def sessions(records: Sequence[Mapping[str, Any]], threshold: float) -> dict[str, dict[str, Any]]:
@@ -103,10 +120,11 @@ def replay(found: Mapping[str, Mapping[str, Any]], threshold: float) -> str:
                 if row.verdict == "unchanged" and row.noise_source.endswith(ONE_PAIR):
                     counts[(rule, arm)][1] += 1
                     counts[(rule, arm)][0] += bound is not None and _held(row, bound, threshold)
-                if bound is not None:
-                    offset = math.log1p(row.change) - math.log1p(arm)
-                    cover[rule][1] += 1
-                    cover[rule][0] += offset >= -bound
+                if bound is not None and arm == 0 and row.high is not None and row.low is not None:
+                    # Same code: the truth is known exactly. Both ends, each a 97.5 % claim.
+                    for end in (math.log1p(row.high), -math.log1p(row.low)):
+                        cover[rule][1] += 1
+                        cover[rule][0] += end + bound >= 0
     lines = ["| rule | held +0 % | held +5 % | held +10 % | covered |", "|---|---|---|---|---|"]
     for rule in RULES:
         held = [counts[(rule, arm)] for arm in (0.0, 0.05, 0.10)]
@@ -122,6 +140,8 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=5.0)
     options = parser.parse_args()
     threshold = options.threshold / 100
+    global HALF
+    HALF = threshold / 2
     print(replay(sessions(load(options.logs), threshold), threshold))
 
 
