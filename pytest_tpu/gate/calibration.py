@@ -11,10 +11,16 @@ and in ``benchmark(fn)`` alike, through a runner made by the fixture instance's 
 wrapping that method on the one instance times the kernel before each runner call, the finest
 granularity pytest-benchmark has (one round of its ``iterations`` loops).
 
-The kernel suits the benchmark: on the benchmark's TensorFlow device for tests that use a device
-(or take milliseconds in a process that already loaded TensorFlow), a small numpy chain for
-numpy-sized work; it is repeated so that it takes about half a round, within bounds. Never imports
-TensorFlow; imports numpy only when a kernel is built.
+The kernel suits the benchmark: a TensorFlow chain on the benchmark's device for tests that use a
+device, and for rounds of milliseconds that do TensorFlow work; a small numpy chain for the rest,
+numpy and pure Python in a process that loaded TensorFlow included. Whether a round is TensorFlow
+work is measured in the benchmark's first runner call (``tfwork``: TensorFlow made a tensor, or
+its own threads worked): by size alone, a 5 ms ``np.sort`` in a TensorFlow process got the
+TensorFlow kernel, which swung 10 % between saved runs while the sort moved 2 % (new-user trial
+27). Where that cannot be measured, size alone decides, as before. The kind the saved runs used
+wins over both, so that their ratios stay comparable. The kernel is repeated so that it takes
+about half a round, within bounds. Never imports TensorFlow; imports numpy only when a kernel is
+built.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from pytest_tpu.gate import tfwork
 
 Kernel = Callable[[], object]
 Timer = Callable[[], float]
@@ -88,14 +96,19 @@ class Kernels:
         self.timer = timer
         self._built: dict[str, Built] = {}
 
-    def choose(self, device: str | None, round_s: float, prefer: str = "") -> Built:
-        """The kernel for a benchmark on ``device`` whose rounds take about ``round_s``.
+    def choose(
+        self, device: str | None, round_s: float, prefer: str = "", tf_work: bool | None = None
+    ) -> Built:
+        """The kernel for a benchmark on ``device`` whose rounds take about ``round_s``;
+        ``tf_work`` tells whether its first call did TensorFlow work (None: not known).
 
         ``prefer`` is the kind its saved runs used: kept when it can be, so that ratios stay
         comparable (a first round that happened to be slow must not switch the kernel).
         """
         tf_loaded = "tensorflow" in sys.modules  # never import TensorFlow just to calibrate
-        use_tf = tf_loaded and (device is not None or round_s >= TF_MIN_ROUND_S)
+        # Unknown (no /proc, or no tensor counter) is the rule of before: by size alone.
+        tf_sized = round_s >= TF_MIN_ROUND_S and tf_work is not False
+        use_tf = tf_loaded and (device is not None or tf_sized)
         numpy_kind = f"numpy:{NUMPY_SIZE}x{NUMPY_STEPS}"
         if prefer == numpy_kind:
             use_tf = False
@@ -163,10 +176,12 @@ def instrument(
         def calibrated(loops_range: Any, timer_: Any = None) -> Any:
             if sized.built is None:
                 record.timings.append(None)
+                watch = tfwork.Watch.start()  # read before and after: the call's timing is its own
                 result = run(loops_range, timer_)
+                tf_work = watch.saw_tensorflow()
                 duration = result[0] if isinstance(result, tuple) else result
                 count = len(loops_range) if loops_range else 1
-                sized.built = kernels.choose(device, float(duration) / count, prefer)
+                sized.built = kernels.choose(device, float(duration) / count, prefer, tf_work)
                 sized.reps = _size(sized.built, float(duration))
                 record.kind = sized.built.kind
                 return result

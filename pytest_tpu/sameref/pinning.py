@@ -35,12 +35,12 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections import defaultdict
+
+from pytest_tpu import threads
 
 BUSY_SHARE = 0.1  # of the calling thread's CPU time: less is idle, for placing threads
 CORE_ENV = "PYTEST_TPU_REF_CORE"  # the shared core, in the base session's environment
-TASKS = "/proc/self/task"  # one entry per thread of this process (Linux)
 
 
 def shared_core() -> int | None:
@@ -57,47 +57,6 @@ def core_from_env() -> int | None:
     """The core the head chose, as the base session reads it."""
     value = os.environ.get(CORE_ENV, "")
     return int(value) if value.isdigit() else None
-
-
-def _threads() -> list[int]:
-    """This process's thread ids, oldest first (ids grow as threads are made)."""
-    try:
-        return sorted(int(tid) for tid in os.listdir(TASKS) if tid.isdigit())
-    except OSError:  # no /proc: only the calling thread can be named
-        return [threading.get_native_id()]
-
-
-def _name(tid: int) -> str:
-    try:
-        # A name is cut at 15 bytes, possibly inside a character: never let that raise.
-        with open(f"{TASKS}/{tid}/comm", encoding="utf-8", errors="replace") as comm:
-            return comm.read().strip()
-    except OSError:
-        return ""
-
-
-def _thread_clock(tid: int) -> int:
-    """Linux's id of thread ``tid``'s CPU clock (``CPUCLOCK_SCHED`` of that one thread), the id
-    ``pthread_getcpuclockid`` gives for a thread of this process."""
-    return ((~tid) << 3) | 6
-
-
-def _cpu_ns(tid: int) -> int:
-    """The CPU time thread ``tid`` has used so far, in nanoseconds (0 where it cannot be read).
-
-    Read from the thread's CPU clock, which counts the time slice it is running in now. /proc's
-    ``schedstat`` brings a running thread's count up to date only at the next scheduler tick (4
-    ms here), so a helper still running when the next round was placed read as idle for the
-    round it had just worked in (trial 25: the head takes two turns in a row, and there numpy's
-    OpenBLAS helper tied with an idle thread made before it, landed on the calling thread's core,
-    and a 384x384 matmul ran 16 times slower in the leading process of 12 of 15 sessions)."""
-    with contextlib.suppress(OSError, AttributeError):  # no such clock: a thread that ended
-        return time.clock_gettime_ns(_thread_clock(tid))
-    try:
-        with open(f"{TASKS}/{tid}/schedstat", encoding="ascii") as stat:
-            return int(stat.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 class Pin:
@@ -118,7 +77,7 @@ class Pin:
         if self.core is None:
             return
         if self.calls < 2:  # what each thread has used before the first call, left unpinned
-            self.used = {tid: _cpu_ns(tid) for tid in _threads()}
+            self.used = {tid: threads.cpu_ns(tid) for tid in threads.ids()}
             return
         caller = threading.get_native_id()
         if not self.saved:
@@ -138,7 +97,7 @@ class Pin:
             self.named.clear()
             self._pin_busiest_first(caller)
             return
-        for tid in [tid for tid in _threads() if tid not in self.saved]:
+        for tid in [tid for tid in threads.ids() if tid not in self.saved]:
             self._pin_other(tid)
             self.born_pinned.add(tid)
 
@@ -153,7 +112,7 @@ class Pin:
         differently in the two processes, and a 48 µs pure-Python function made 7 % slower read
         -3.8 % to +1.1 % by one pair in 4 of 14 sessions, ``unchanged`` (0 of 14 before the
         clock made those microseconds visible)."""
-        now = {tid: _cpu_ns(tid) for tid in _threads()}
+        now = {tid: threads.cpu_ns(tid) for tid in threads.ids()}
         spent = {tid: used - self.used.get(tid, 0) for tid, used in now.items()}
         floor = BUSY_SHARE * spent[caller] if caller in self.used and caller in now else 0.0
         others = [tid for tid in now if tid != caller]
@@ -166,7 +125,7 @@ class Pin:
         self.used = now
 
     def _pin_other(self, tid: int) -> None:
-        name = _name(tid)
+        name = threads.name(tid)
         core = self.cores[self.named[name] % len(self.cores)]
         self.named[name] += 1
         try:
@@ -183,7 +142,7 @@ class Pin:
         if every:
             # A thread born of a pinned thread inherited its one core: it gets the caller's.
             # That covers threads born after the last round too (a pool grown in the test body).
-            backs |= {tid: every for tid in _threads() if tid not in self.saved}
+            backs |= {tid: every for tid in threads.ids() if tid not in self.saved}
             backs |= dict.fromkeys(self.born_pinned, every)
         for tid, back in backs.items():
             if not back:
