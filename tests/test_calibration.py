@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 
 import pytest
 
@@ -72,13 +71,7 @@ def test_sort(benchmark):
 """
 
 
-@pytest.fixture(autouse=True)
-def private_device_lock(tmp_path, monkeypatch):
-    """Other sessions on this machine hold the shared device lock; these runs use their own."""
-    lockdir = tmp_path / "locks"
-    lockdir.mkdir()
-    monkeypatch.setenv("TMPDIR", str(lockdir))
-    monkeypatch.setattr(tempfile, "tempdir", str(lockdir))
+pytestmark = pytest.mark.usefixtures("private_device_lock")
 
 
 def saved(pytester: pytest.Pytester) -> dict[str, dict]:

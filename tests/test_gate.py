@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 # numpy (the calibration kernel) must be imported before pytester snapshots sys.modules: numpy
@@ -34,13 +33,7 @@ def test_work(benchmark):
 FAST = ["-p", "no:cacheprovider", "--benchmark-disable-gc"]
 
 
-@pytest.fixture(autouse=True)
-def private_device_lock(tmp_path, monkeypatch):
-    """Other sessions on this machine hold the shared device lock; these runs use their own."""
-    lockdir = tmp_path / "locks"
-    lockdir.mkdir()
-    monkeypatch.setenv("TMPDIR", str(lockdir))
-    monkeypatch.setattr(tempfile, "tempdir", str(lockdir))
+pytestmark = pytest.mark.usefixtures("private_device_lock")
 
 
 def bench(pytester, n=2000, dtype="float32", name="test_bench"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 
 import pytest
 
@@ -40,10 +39,7 @@ def test_trace(benchmark, accelerator):
 ARGS = ("-p", "no:cacheprovider", "--accelerator=cpu")
 
 
-@pytest.fixture(autouse=True)
-def private_device_lock(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("private_device_lock")
 
 
 def run(pytester, *args):
