@@ -268,9 +268,10 @@ def one_pair_note(rows: Sequence[Row]) -> str:
         f"{alone} row(s) measured by one pair of processes: an interval and its 'detects' there "
         "are that pair's rounds' own; two processes with the same code can differ by more (a few "
         "percent for some code), so one pair's change under a quarter of the threshold, its "
-        "interval under half of it, is read as none (unless the rows new pairs measured again "
-        "show that pair's processes further apart), one from a quarter to half of it (or its "
-        "interval past half) is inconclusive, and one past that goes to new pairs of processes"
+        "interval under half of it, is read as none (unless new pairs of processes, measuring "
+        "other rows, show that pair's processes further apart), one from a quarter to half of it "
+        "(or its interval past half) is inconclusive, and one past that goes to new pairs of "
+        "processes"
     )
 
 
