@@ -67,18 +67,12 @@ def _rounds(_: offsets.Offset | None, __: offsets.Offset | None) -> float | None
     return 0.0
 
 
-def _half(_: offsets.Offset | None, __: offsets.Offset | None) -> float | None:
-    return math.log1p(HALF)
-
-
-HALF = 0.025  # half the threshold, set in main
 RULES: dict[str, Bound] = {
     "t": _t,
     "z": _z,
     "largest": _largest,
     "t-all": _t_all,
     "rounds": _rounds,
-    "half": _half,
 }
 
 
@@ -103,6 +97,11 @@ def _held(row: Row, bound: float, threshold: float) -> bool:
     return row.high is not None and math.log1p(row.high) + bound >= math.log1p(threshold)
 
 
+def _with_half(threshold: float) -> dict[str, Bound]:
+    """The rules, and ``half``: the room the one-pair rule leaves without a bound."""
+    return {**RULES, "half": lambda *_: math.log1p(threshold / 2)}
+
+
 def replay(found: Mapping[str, Mapping[str, Any]], threshold: float) -> str:
     counts: dict[tuple[str, float], list[int]] = defaultdict(lambda: [0, 0])  # held, unchanged
     cover: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # covered, rows
@@ -111,7 +110,7 @@ def replay(found: Mapping[str, Mapping[str, Any]], threshold: float) -> str:
         thresholds = dict.fromkeys(first, threshold)
         fine = offsets.first_pair_offset(first, later, thresholds)
         every = offsets.first_pair_offset(first, later, dict.fromkeys(first, 1e9))
-        for rule, bound_of in RULES.items():
+        for rule, bound_of in _with_half(threshold).items():
             bound = bound_of(fine, every)
             for nodeid, row in first.items():
                 if nodeid in later or row.change is None:
@@ -126,7 +125,7 @@ def replay(found: Mapping[str, Mapping[str, Any]], threshold: float) -> str:
                         cover[rule][1] += 1
                         cover[rule][0] += end + bound >= 0
     lines = ["| rule | held +0 % | held +5 % | held +10 % | covered |", "|---|---|---|---|---|"]
-    for rule in RULES:
+    for rule in _with_half(threshold):
         held = [counts[(rule, arm)] for arm in (0.0, 0.05, 0.10)]
         share = cover[rule][0] / cover[rule][1] if cover[rule][1] else math.nan
         cells = " | ".join(f"{h}/{n}" for h, n in held)
@@ -140,8 +139,6 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=5.0)
     options = parser.parse_args()
     threshold = options.threshold / 100
-    global HALF
-    HALF = threshold / 2
     print(replay(sessions(load(options.logs), threshold), threshold))
 
 
