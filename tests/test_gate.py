@@ -690,6 +690,49 @@ def test_a_passing_gate_starts_no_fresh_process(pytester, monkeypatch):
     assert imports.read_text().count("import") == 1
 
 
+IN_ORDER = """
+import os
+
+def _ran(name):
+    with open(os.environ["RAN_LOG"], "a") as log:
+        log.write(name + "\\n")
+
+def work(n):
+    return sum(i * i for i in range(n))
+
+def test_before(benchmark):
+    _ran("before")
+    benchmark.pedantic(work, args=(2000,), rounds=30, warmup_rounds=2)
+
+def test_work(benchmark):
+    _ran("work")
+    benchmark.pedantic(work, args=(int(os.environ["WORK_N"]),), rounds=30, warmup_rounds=2)
+
+def test_after(benchmark):
+    _ran("after")
+    benchmark.pedantic(work, args=(2000,), rounds=30, warmup_rounds=2)
+"""
+
+
+def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, monkeypatch):
+    """What ran before a benchmark is part of what it measures (g32: a numpy function alone in a
+    process read its real slowdowns at half their size); what ran after it is not needed."""
+    pytester.makepyfile(test_order=IN_ORDER)
+    log = pytester.path / "ran.log"
+    monkeypatch.setenv("RAN_LOG", str(log))
+    monkeypatch.setenv("WORK_N", "2000")
+    save(pytester).assert_outcomes(passed=3)
+    log.write_text("")
+    monkeypatch.setenv("WORK_N", "40000")
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(["REGRESSION test_order.py::test_work: *in a fresh process (+*"])
+    ran = log.read_text().split()
+    # This session, then the fresh process in the same order, stopping at the failing one.
+    assert ran.count("before") == 2 and ran.count("after") == 1
+    assert ran[-2:] == ["before", "work"]
+
+
 def test_a_real_regression_fails_only_after_a_fresh_process_agrees(pytester):
     bench(pytester)
     save(pytester).assert_outcomes(passed=1)

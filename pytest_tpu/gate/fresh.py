@@ -6,9 +6,15 @@ numpy matmul failed the gate at +29.5 % (99.2 % sure), confirmed in fresh rounds
 process, which ran it at 767 us against 550-575 us in every other session (trial 25). So a
 regression its re-measurement confirmed is measured once more, in a new pytest session of the
 same tests started by this one, and the session fails only if that agrees as well. Only a
-session about to fail pays for it: one more pytest start and one more run of the failing tests.
+session about to fail pays for it: one more pytest start, and one more run of this session's
+benchmarks up to the last failing one.
 
-The child session is this one's, narrowed: the failing tests by node id, the options that decide
+Those that ran before a failing one run again first, in the same order: what ran before a
+benchmark in a process is part of what it measures, and the saved runs it is compared with had
+it too (a numpy function measured after TensorFlow benchmarks ran 4-5 % faster in a process of
+its own, where its real slowdowns read at half their size and were withdrawn; g32).
+
+The child session is this one's, narrowed: those tests by node id, the options that decide
 how they are measured (``childargs``), and ``--compare`` to the same baseline (so it uses the same
 calibration kernel). Everything that writes files or decides an exit status is left out:
 ``addopts`` and ``PYTEST_ADDOPTS`` (they may hold ``--junitxml``, ``--benchmark-json``, ``-n``)
