@@ -86,6 +86,27 @@ def unwritable(path: Path) -> str | None:
     return None
 
 
+class FailedGateLine:
+    """A failed gate's verdict line once more, after every table: the gate's own lines come
+    first, then this plugin's and pytest-benchmark's tables, so a failing CI log ended in tables
+    and pytest's "6 passed" (new-user trial 28)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        from pytest_tpu.gate.compare import gate_lines_key, verdict_key
+
+        if hasattr(self.config, "workerinput"):
+            return
+        if self.config.stash.get(verdict_key, None) != "failed":
+            return
+        for line in self.config.stash.get(gate_lines_key, []):
+            if line.startswith("regression gate") and ": FAILED" in line:
+                terminalreporter.write_line(line, red=True, bold=True)
+
+
 class SummaryPlugin:
     """Prints speedup/comparison tables and writes --tpu-report / --tpu-report-plot files."""
 

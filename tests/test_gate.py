@@ -450,6 +450,17 @@ def test_interrupted_session_saves_no_baseline(pytester, sig):
         assert "no baseline saved" in out
 
 
+def test_a_selection_that_matches_nothing_says_no_tests_ran(pytester):
+    bench(pytester)
+    save(pytester).assert_outcomes(passed=1)
+    result = pytester.runpytest(*FAST, "--compare=main", "--save-baseline=main", "-k", "nomatch")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(
+        ["no tests ran: no baseline saved, nothing compared with a baseline"]
+    )
+    result.stdout.no_fnmatch_line("*session interrupted*")
+
+
 def test_a_profile_path_that_is_a_file_is_a_usage_error_before_any_benchmark(pytester):
     bench(pytester)
     (pytester.path / "prof").write_text("a file")
@@ -731,6 +742,9 @@ def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, mo
     # This session, then the fresh process in the same order, stopping at the failing one.
     assert ran.count("before") == 2 and ran.count("after") == 1
     assert ran[-2:] == ["before", "work"]
+    # The verdict is said once more after every table, just above pytest's own last line.
+    shown = [line for line in result.outlines if line.strip()]
+    assert shown[-2].startswith("regression gate (20%): FAILED, 1 benchmark(s) regressed")
 
 
 def test_a_real_regression_fails_only_after_a_fresh_process_agrees(pytester):

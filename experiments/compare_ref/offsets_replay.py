@@ -15,9 +15,10 @@ bound it puts on the first pair's offset. It then counts, per arm:
   arm's extra work read +4.2 to +5.8 % by the pairs in r57); ``rounds`` is the intervals alone,
   ``half`` the room the one-pair rule leaves without a bound (half the threshold).
 
-Rules: ``t`` (shipped: Student's t with as many degrees of freedom as rows, times their root mean
-square), ``z`` (the normal quantile instead), ``largest`` (the largest offset seen, as it is), and
-``t-all`` (``t`` counting rows whose rounds do not resolve a quarter of the threshold too).
+Rules: ``t`` (Student's t with as many degrees of freedom as rows, times their root mean square;
+shipped until new-user trial 28), ``z`` (shipped: the normal quantile instead), ``largest`` (the
+largest offset seen, as it is), and ``t-all`` (``t`` counting rows whose rounds do not resolve a
+quarter of the threshold too).
 
     python experiments/compare_ref/offsets_replay.py r57n_pairs.jsonl --threshold 5
 """
@@ -30,7 +31,6 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -48,11 +48,11 @@ Bound = Callable[[offsets.Offset | None, offsets.Offset | None], float | None]
 
 
 def _t(fine: offsets.Offset | None, _: offsets.Offset | None) -> float | None:
-    return None if fine is None else fine.bound
+    return None if fine is None else t_ppf(offsets.COVER, fine.count) * fine.rms
 
 
 def _z(fine: offsets.Offset | None, _: offsets.Offset | None) -> float | None:
-    return None if fine is None else NormalDist().inv_cdf(offsets.COVER) * fine.rms
+    return None if fine is None else fine.bound
 
 
 def _largest(fine: offsets.Offset | None, _: offsets.Offset | None) -> float | None:

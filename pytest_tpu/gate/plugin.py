@@ -344,7 +344,10 @@ class GatePlugin:
             asked = ["no baseline saved"] if self.settings.save_baseline else []
             asked += ["nothing compared with a baseline"] if self.settings.compare else []
             if asked:  # only what this session was asked to do (--compare-ref says its own)
-                self.lines.append(f"session interrupted: {', '.join(asked)}")
+                # "Interrupted" read oddly where -k matched nothing (new-user trial 28).
+                empty = session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+                why = "no tests ran" if empty else "session interrupted"
+                self.lines.append(f"{why}: {', '.join(asked)}")
             return
         results = self.config.stash[results_key]
         if self.fresh_out is not None:

@@ -15,14 +15,17 @@ pair's offsets are estimated from them: their root mean square, the rounds' nois
 the rows whose rounds resolve a quarter of their threshold (a Keras CNN's rounds, 10-15 % apart,
 say nothing of an offset of a percent). A row that pair alone called ``unchanged`` stays so only
 where its interval's upper end lies under the threshold by more than an offset drawn from them
-would reach 97.5 % of the time: Student's t with as many degrees of freedom as rows measured the
-offsets (few rows leave their spread uncertain, so one row's offset of a percent asks 12.7
-percents of room). Otherwise it is ``inconclusive``, its smallest detectable change counting the
-offset. Offsets differ between benchmarks (a pinned TensorFlow matmul's are tenths of a percent,
-a numpy function's percents), so one benchmark's stands for another's only as a warning, and the
-rows so marked say whose offset it was. The rows measured again were picked for reading large, so
-the estimate leans high: more ``inconclusive``, never a failure, nothing measured again. A
-session whose rows one pair settled has no such estimate and keeps the rule.
+would reach 97.5 % of the time: 1.96 times their root mean square. (Student's t, with as many
+degrees of freedom as rows, asked 12.7 times one row's offset: a new user's unchanged Keras GRU,
+-0.2 % [-1.1, +0.7] in one pair, was held `inconclusive`, "detects 274 %", because one numpy
+function measured again read 6.6 % off. On the interval ends of the unchanged rows of r57 and r58n
+the normal quantile's room covered 170 of 170 and 112 of 112, as t's did.) Otherwise it is
+``inconclusive``, its smallest detectable change counting the offset. Offsets differ between
+benchmarks (a pinned TensorFlow matmul's are tenths of a percent, a numpy function's percents), so
+one benchmark's stands for another's only as a warning, and the rows so marked say whose offset it
+was. The rows measured again were picked for reading large, so the estimate leans high: more
+``inconclusive``, never a failure, nothing measured again. A session whose rows one pair settled
+has no such estimate and keeps the rule.
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import FAIL_CONFIDENCE, ONE_PAIR, POWER, t_ppf
+from pytest_tpu.gate.stats import FAIL_CONFIDENCE, ONE_PAIR, POWER
 from pytest_tpu.sameref.pairs import of_report, of_row
 
 # An ``unchanged`` row's interval is 95 % two-sided: its upper end a 97.5 % one-sided bound. The
 # offset it must leave room for is held to the same.
 COVER = 0.975
+_ROOM = NormalDist().inv_cdf(COVER)
 # A row's rounds must resolve this share of its threshold for its offset to count: noisier rounds
 # hide an offset of that size in their own noise.
 RESOLVES = 0.25
@@ -61,7 +65,7 @@ class Offset:
 
     @property
     def bound(self) -> float:
-        return t_ppf(COVER, self.count) * self.rms
+        return _ROOM * self.rms
 
 
 def first_pair_offset(
@@ -105,10 +109,9 @@ def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
         return row
     detectable = row.detectable
     if detectable is not None and math.isfinite(detectable) and detectable > -1:
-        # The rounds' error and the offset's add as variances; the offset's is the bound's
-        # standard deviation (t's width for few rows included), scaled as the rounds' is.
-        spread = offset.bound / NormalDist().inv_cdf(COVER)
-        detectable = math.expm1(math.hypot(math.log1p(detectable), _DETECT * spread))
+        # The rounds' error and the offset's add as variances, the offset's scaled as the
+        # rounds' is.
+        detectable = math.expm1(math.hypot(math.log1p(detectable), _DETECT * offset.rms))
     why = (
         f"{row.change:+.1%} [{pct(row.low)}, {pct(row.high)}] in one pair of processes, within "
         f"its threshold ({threshold:.1%}) by its rounds; but the {offset.count} benchmark(s) "
