@@ -11,8 +11,8 @@ benchmarks up to the last failing one.
 
 Those that ran before a failing one run again first, in the same order: what ran before a
 benchmark in a process is part of what it measures, and the saved runs it is compared with had
-it too (a numpy function measured after TensorFlow benchmarks ran 4-5 % faster in a process of
-its own, where its real slowdowns read at half their size and were withdrawn; g32).
+it too (a numpy function measured after TensorFlow benchmarks, run in a process of its own,
+read its real slowdowns at about half their size, and they were withdrawn; g32).
 
 The child session is this one's, narrowed: those tests by node id, the options that decide
 how they are measured (``childargs``), and ``--compare`` to the same baseline (so it uses the same

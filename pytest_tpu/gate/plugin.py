@@ -391,13 +391,15 @@ class GatePlugin:
     def _replayed(self, failing: Sequence[str], measured: Sequence[str]) -> list[str]:
         """What a fresh process runs: this session's benchmarks in the order they ran, up to the
         last failing one. What ran before a benchmark is part of what it measures: a 42 us numpy
-        function that ran after TensorFlow benchmarks in every saved session ran 4-5 % faster
-        in a process of its own, and that process read its 5 % and 10 % slowdowns at +0 to +3 %
-        and +3 to +7 %, so 49 of them were withdrawn in one experiment (g32)."""
+        function that ran after TensorFlow benchmarks in every saved session read 2 points
+        lower in a process of its own, and its numpy calibration kernel 4 points slower; there
+        its 5 % and 10 % slowdowns read -1 to +3 % and +3 to +7 %, and 49 real slowdowns were
+        withdrawn in one experiment (g32)."""
         wanted = set(measured)
         order = [nodeid for nodeid in self.spent if nodeid in wanted]
-        last = max((order.index(nodeid) for nodeid in failing if nodeid in order), default=-1)
-        return order[: last + 1] + [nodeid for nodeid in failing if nodeid not in order]
+        at = {nodeid: index for index, nodeid in enumerate(order)}
+        last = max((at[nodeid] for nodeid in failing if nodeid in at), default=-1)
+        return order[: last + 1] + [nodeid for nodeid in failing if nodeid not in at]
 
     def _rows(self, session: pytest.Session, results: Any, checked: fresh.Fresh) -> list[Row]:
         """Every row, with what a fresh process measured where one was asked (``checked``)."""
