@@ -86,6 +86,11 @@ def unwritable(path: Path) -> str | None:
     return None
 
 
+def _on_worker(config: pytest.Config) -> bool:
+    """On a pytest-xdist worker the controller prints and writes for everyone."""
+    return hasattr(config, "workerinput")
+
+
 class FailedGateLine:
     """A failed gate's verdict line once more, after every table: the gate's own lines come
     first, then this plugin's and pytest-benchmark's tables, so a failing CI log ended in tables
@@ -96,15 +101,15 @@ class FailedGateLine:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        from pytest_tpu.gate.compare import gate_lines_key, verdict_key
+        from pytest_tpu.gate.compare import gate_lines_key
+        from pytest_tpu.gate.lines import failed_line
 
-        if hasattr(self.config, "workerinput"):
+        if _on_worker(self.config):
             return
-        if self.config.stash.get(verdict_key, None) != "failed":
-            return
-        for line in self.config.stash.get(gate_lines_key, []):
-            if line.startswith("regression gate") and ": FAILED" in line:
-                terminalreporter.write_line(line, red=True, bold=True)
+        said: list[str] = self.config.stash.get(gate_lines_key, [])
+        line = failed_line(said)
+        if line is not None:
+            terminalreporter.write_line(line, red=True, bold=True)
 
 
 class SummaryPlugin:
@@ -117,8 +122,7 @@ class SummaryPlugin:
 
     @property
     def _worker(self) -> bool:
-        # On a pytest-xdist worker the controller prints and writes for everyone.
-        return hasattr(self.config, "workerinput")
+        return _on_worker(self.config)
 
     def _settings(self) -> Settings:
         return self.config.stash[session_key].settings

@@ -98,6 +98,9 @@ def _limits(threshold: float, limits: Mapping[str, float] | None) -> str:
     return ", ".join(f"{metric} {pct:g}%" for metric, pct in limits.items())
 
 
+_FAILED = ": FAILED, "  # between the gate's name and its count, in a failed verdict line
+
+
 def gate_lines(
     rows: Sequence[Row],
     threshold: float,
@@ -144,10 +147,15 @@ def gate_lines(
     lines += [line for line in (_unresolved_line(row, threshold) for row in doubtful) if line]
     confirmed = " and confirmed" if all(row.confirmed for row in failing) else ""
     lines.append(
-        f"{gate}: FAILED, {len(failing)} benchmark(s) regressed"
+        f"{gate}{_FAILED}{len(failing)} benchmark(s) regressed"
         f"{confirmed}; exit code {REGRESSION_EXIT_CODE}"
     )
     return lines
+
+
+def failed_line(said: Sequence[str]) -> str | None:
+    """The verdict line of a failed gate among the lines ``gate_lines`` said, or None."""
+    return next((line for line in said if _FAILED in line), None)
 
 
 def _inconclusive_note(measured: Sequence[Row], doubtful: Sequence[Row], size: str) -> str:

@@ -378,7 +378,7 @@ class GatePlugin:
         gated = self._time_thresholds(found)
         failing = [row.nodeid for row in found if row.metric == "time" and row.nodeid in gated]
         if self.settings.gating and failing:
-            again = self._replayed(failing, [result.nodeid for result in results.passed])
+            again = fresh.replayed([result.nodeid for result in results.passed], failing)
             spent = math.fsum(self.spent.get(nodeid, 0.0) for nodeid in again)
             rows = self._rows(
                 session, results, fresh.measure(self.config, self.settings, again, spent)
@@ -387,19 +387,6 @@ class GatePlugin:
         self.lines += comparison_lines(str(self.baseline.path), rows)
         if self.settings.gating:
             self._decide(session, rows)
-
-    def _replayed(self, failing: Sequence[str], measured: Sequence[str]) -> list[str]:
-        """What a fresh process runs: this session's benchmarks in the order they ran, up to the
-        last failing one. What ran before a benchmark is part of what it measures: a 42 us numpy
-        function that ran after TensorFlow benchmarks in every saved session read 2 points
-        lower in a process of its own, and its numpy calibration kernel 4 points slower; there
-        its 5 % and 10 % slowdowns read -1 to +3 % and +3 to +7 %, and 49 real slowdowns were
-        withdrawn in one experiment (g32)."""
-        wanted = set(measured)
-        order = [nodeid for nodeid in self.spent if nodeid in wanted]
-        at = {nodeid: index for index, nodeid in enumerate(order)}
-        last = max((at[nodeid] for nodeid in failing if nodeid in at), default=-1)
-        return order[: last + 1] + [nodeid for nodeid in failing if nodeid not in at]
 
     def _rows(self, session: pytest.Session, results: Any, checked: fresh.Fresh) -> list[Row]:
         """Every row, with what a fresh process measured where one was asked (``checked``)."""
