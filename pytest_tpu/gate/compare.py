@@ -152,21 +152,22 @@ def _again(
     return measured, second if agrees(measured, second, threshold) else None
 
 
-def _withdrawn(first: Row, measured: Measured | None, why: str) -> Row:
-    """A regression its re-measurement did not agree with: ``inconclusive``, saying both."""
+def _withdrawn(first: Row, measured: Measured | None, who: str, told: str) -> Row:
+    """A regression its re-measurement by ``who`` did not agree with: ``inconclusive``, saying
+    both readings (``told`` names the first and leads to the second's)."""
     again_text = "no samples" if measured is None else change_text(measured.change)
-    # A re-measurement as slow as the first, beside a busier machine, is not an agreement;
-    # without this the reason read as one (g47: "first +9.9 % [+8.9, +10.9], again +9.7 %
-    # [+8.7, +10.7]", not confirmed because a neighbour took 0.75 cores meanwhile).
+    # A re-measurement as slow as the first, beside a busier machine, is not an agreement, and
+    # the reason must not read as one (g47: "first +9.9 % [+8.9, +10.9], again +9.7 % [+8.7,
+    # +10.7]", a neighbour taking 0.75 cores meanwhile), nor as a disagreement (new-user trial 29:
+    # "not confirmed by a fresh process" where the fresh process read +12.5 % [+9.2, +16.0]).
     machine = "" if measured is None else explained_by_machine(measured, slower=True)
-    why = f"{why} {again_text}"
-    return replace(
-        first,
-        verdict="inconclusive",
-        regression=False,
-        confirmed=False,
-        reason=f"{why}, when {machine}" if machine else why,
+    readings = f"{told} {again_text}"
+    reason = (
+        f"held back by the machine, not by {who}: {readings}, but {machine}"
+        if machine
+        else f"not confirmed by {who}: {readings}"
     )
+    return replace(first, verdict="inconclusive", regression=False, confirmed=False, reason=reason)
 
 
 def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> Row:
@@ -175,9 +176,7 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
     measured, second = _again(first, base, again, threshold)
     shown = interval_text(first.change, first.low, first.high)
     if measured is None or second is None:
-        return _withdrawn(
-            first, measured, f"not confirmed by a re-measurement: first {shown}, again"
-        )
+        return _withdrawn(first, measured, "a re-measurement", f"first {shown}, again")
     # Its current time is the re-measurement's, as its change is.
     now = again.mean if first.statistic == TAIL and again.mean else again.raw
     row = row_of(measured, second, {**common_of(first), "current_value": now.value}, first.forced)
@@ -199,8 +198,8 @@ def _fresh_confirmed(confirmed: Row, base: Side, fresh: RunSummary, threshold: f
     measured, second = _again(confirmed, base, fresh, threshold)
     if measured is None or second is None:
         said = interval_text(confirmed.change, confirmed.low, confirmed.high)
-        why = f"not confirmed by a fresh process: this process {said}, the fresh process"
-        return _withdrawn(confirmed, measured, why)
+        told = f"this process {said}, the fresh process"
+        return _withdrawn(confirmed, measured, "a fresh process", told)
     text = change_text(measured.change)
     return replace(confirmed, reason=f"{confirmed.reason} and in a fresh process ({text})")
 

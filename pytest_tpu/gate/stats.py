@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from statistics import NormalDist
 from typing import TypeVar
@@ -585,6 +585,30 @@ def widened(found: Change, extra_sd: float, why: str) -> Change:
     se = math.hypot(found.se, extra_sd)
     noise = Noise(0.0, found.df, f"{found.source}; {why}", found.measured)
     return _from(found.log, se, found.df, noise)
+
+
+def widened_one_way(found: Change, extra_sd: float, upward: bool, why: str) -> Change:
+    """``found`` made as uncertain as a bias of about ``extra_sd`` (a log-scale SD) that can only
+    have pushed it up (``upward``) or only down, on that side alone.
+
+    A bias upward can hide a smaller true change, not a larger one: the lower end of the interval
+    and how sure a slowdown is take the bias in, as ``widened`` does; the upper end and how sure
+    an improvement is do not. Downward, the other way round. The smallest detectable slowdown
+    takes it in either way: a bias down could hide that much of a slowdown.
+    """
+    if extra_sd <= 0 or not math.isfinite(found.se):
+        return found
+    wide = widened(found, extra_sd, why)
+    slower = found.estimate > 0
+    if upward:
+        return replace(wide, high=found.high, p_slower=(wide if slower else found).p_slower)
+    return replace(
+        found,
+        high=wide.high,
+        p_slower=(found if slower else wide).p_slower,
+        detectable=wide.detectable,
+        source=wide.source,
+    )
 
 
 def between_pairs(changes: Sequence[float], new: Sequence[float], within_se: float) -> Change:

@@ -181,6 +181,6 @@ def row_details(row: ComparisonRow) -> str:
     detectable = row.detectable_pct
     if detectable is not None and detectable != float("inf") and f"{detectable:.1f}%" not in said:
         parts.append(f"detects {units.format_detectable(detectable)}")
-    if row.confirmed is not None and "confirmed" not in said:
+    if row.confirmed is not None and "confirmed" not in said and "held back" not in said:
         parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")
     return ", ".join(parts)
