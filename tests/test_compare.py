@@ -182,6 +182,23 @@ def test_a_re_measurement_agrees_by_less_than_a_finding(estimate, low, high, p, 
     assert agrees(measured, decide(measured, 0.05), 0.05) is agreed
 
 
+def test_a_fresh_process_that_reads_far_less_than_the_session_does_not_confirm_it():
+    """g34, quiet: an unchanged Keras transformer read +27.9 % [+18.7, +37.8] in the session,
+    confirmed in fresh rounds of the same process, and +8.2 % [+1.6, +21.9] in a fresh process.
+    That agrees it is slower, but the two processes lie further apart than the saved runs allow:
+    it is the processes that differ, and the gate failed unchanged code."""
+    base = side([run(k) for k in range(5)])
+    slow_process = [run(20, scale=1.28), run(21, scale=1.28)]
+    apart = replace(side(slow_process[:1], confirm=slow_process[1]), fresh=run(22, scale=1.08))
+    row = compare_runs({"t.py::test_x": base}, {"t.py::test_x": apart})[0]
+    assert not row.regression and row.verdict == "inconclusive" and row.confirmed is False
+    assert "further apart than both intervals allow" in row.reason
+    # A fresh process that reads about as much confirms it.
+    near = replace(side(slow_process[:1], confirm=slow_process[1]), fresh=run(23, scale=1.25))
+    row = compare_runs({"t.py::test_x": base}, {"t.py::test_x": near})[0]
+    assert row.regression and row.confirmed and "and in a fresh process (+2" in row.reason
+
+
 def test_rows_cover_both_sides_and_say_where_their_noise_came_from():
     base = {"a": side([run(1), run(2)], nodeid="a"), "gone": side([run(3)], nodeid="gone")}
     base["old"] = side([run(6)], nodeid="old")

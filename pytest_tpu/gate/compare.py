@@ -52,6 +52,7 @@ from pytest_tpu.gate.verdict import (
     explained_by_machine,
     interval_agrees,
     interval_text,
+    processes_apart,
     row_of,
     with_change,
 )
@@ -201,6 +202,16 @@ def _fresh_confirmed(confirmed: Row, base: Side, fresh: RunSummary, threshold: f
         told = f"this process {said}, the fresh process"
         return _withdrawn(confirmed, measured, "a fresh process", told)
     text = change_text(measured.change)
+    if processes_apart(confirmed, measured.change):
+        said = interval_text(confirmed.change, confirmed.low, confirmed.high)
+        why = (
+            f"not confirmed by a fresh process: this process {said}, the fresh process {text}, "
+            "further apart than both intervals allow: processes differ by more than the saved "
+            "runs showed, so neither reading can be blamed on the code"
+        )
+        return replace(
+            confirmed, verdict="inconclusive", regression=False, confirmed=False, reason=why
+        )
     return replace(confirmed, reason=f"{confirmed.reason} and in a fresh process ({text})")
 
 
