@@ -83,6 +83,19 @@ def prior_share(
     return _WITH_DRIFT(found, mode, machine, typical)
 
 
+def both_ways(
+    found: Change, mode: str, machine: Change | None, typical: float, share: float | None = None
+) -> Change:
+    """The rule before new-user trial 29: raw rounds charged the drift on both sides of their
+    interval, as the ratios are, whichever way the machine went."""
+    drift = _drift(machine)
+    if drift is None:
+        return found
+    share = model.UNTRACKED_DRIFT[mode] if share is None else share
+    excess = math.sqrt(max(0.0, drift * drift - typical * typical))
+    return widened(found, excess * share, "machine drift allowed for, both ways")
+
+
 def _blind(saved: object, now: object, slower: bool, cpus: int | None = None) -> str:
     """No check of other processes' use of the CPUs (``contention``): the gate before it."""
     return ""
@@ -92,6 +105,7 @@ def _blind(saved: object, now: object, slower: bool, cpus: int | None = None) ->
 RULES: dict[str, tuple[Rule, bool]] = {
     "variance beyond (main)": (measure.with_drift, True),
     "main without contention": (measure.with_drift, False),
+    "both ways (before trial 29)": (both_ways, True),
     "prior shares (before trial 27)": (prior_share, True),
     "beyond twice (old)": (beyond_twice, False),
     "none": (no_allowance, False),
