@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -177,6 +178,44 @@ def table(records: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def _share(rows: list[dict[str, object]], test: Callable[[dict[str, object]], bool]) -> str:
+    return f"{sum(test(r) for r in rows)}/{len(rows)}"
+
+
+def _wrong(arm: float, row: dict[str, object]) -> bool:
+    """Same code called slower or faster; more work called unchanged or faster."""
+    return row["verdict"] in (("slower", "faster") if arm == 0 else ("unchanged", "faster"))
+
+
+def wide_table(records: list[dict[str, object]]) -> str:
+    """One line per condition, workload and style, the three arms side by side (the README's)."""
+    groups: dict[tuple[str, ...], dict[float, list[dict[str, object]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for r in records:
+        key = (str(r["condition"]), str(r["workload"]), str(r["style"]))
+        groups[key][float(r["arm"])].append(r)  # type: ignore[arg-type]
+    lines = [
+        "| condition | workload | style | pytest-tpu failed: +0% / +5% / +10% "
+        "| called slower: +5% / +10% | wrong verdicts | inconclusive (all arms) "
+        "| median detectable (+0 %) | pytest-benchmark `median:5%` failed: +0% / +5% / +10% |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups, key=lambda k: (k[0] != "quiet", k)):
+        arms = groups[key]
+        every = [(arm, r) for arm, rows in arms.items() for r in rows]
+        ours = " / ".join(_share(arms[a], lambda r: bool(r["ours_failed"])) for a in ARMS)
+        slower = " / ".join(_share(arms[a], lambda r: r["verdict"] == "slower") for a in ARMS[1:])
+        theirs = " / ".join(_share(arms[a], lambda r: bool(r["theirs_failed"])) for a in ARMS)
+        wrong = sum(_wrong(arm, r) for arm, r in every)
+        doubt = sum(r["verdict"] == "inconclusive" for _, r in every)
+        lines.append(
+            f"| {' | '.join(key)} | {ours} | {slower} | {wrong} | {doubt}/{len(every)} "
+            f"| {_median_detectable(arms[0.0])} | {theirs} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -189,7 +228,13 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep baselines and logs in this folder")
+    parser.add_argument(
+        "--table", type=Path, nargs="+", help="only print the README's table of --out files"
+    )
     options = parser.parse_args()
+    if options.table:
+        print(wide_table([r for path in options.table for r in json.loads(path.read_text())]))
+        return
     started = time.monotonic()
     random.seed(0)
     records: list[dict[str, object]] = []
