@@ -13,7 +13,7 @@ from pytest_tpu.gate.stats import (
     sample_sd,
     slope_upper,
     widened,
-    widened_one_way,
+    widened_above,
 )
 
 
@@ -119,7 +119,7 @@ def with_drift(
         # faster than saved runs the neighbour had slowed more, the kernel 11 % slower (g34,
         # replayed). The ratios keep both ends: a kernel that over- or under-corrects moves
         # them either way.
-        return widened_one_way(found, excess * share, False, why + ", the way it went")
+        return widened_above(found, excess * share, why + ", the way it went")
     return widened(found, excess * share, why)
 
 

@@ -587,21 +587,19 @@ def widened(found: Change, extra_sd: float, why: str) -> Change:
     return _from(found.log, se, found.df, noise)
 
 
-def widened_one_way(found: Change, extra_sd: float, upward: bool, why: str) -> Change:
+def widened_above(found: Change, extra_sd: float, why: str) -> Change:
     """``found`` made as uncertain as a bias of about ``extra_sd`` (a log-scale SD) that can only
-    have pushed it up (``upward``) or only down, on that side alone.
+    have pushed it down, on that side alone.
 
-    A bias upward can hide a smaller true change, not a larger one: the lower end of the interval
-    and how sure a slowdown is take the bias in, as ``widened`` does; the upper end and how sure
-    an improvement is do not. Downward, the other way round. The smallest detectable slowdown
-    takes it in either way: a bias down could hide that much of a slowdown.
+    A bias down can hide a larger true change, not make a smaller one: the upper end of the
+    interval and how sure an improvement is take the bias in, as ``widened`` does; the lower end
+    and how sure a slowdown is do not. The smallest detectable slowdown takes it in: a bias down
+    could hide that much of a slowdown.
     """
     if extra_sd <= 0 or not math.isfinite(found.se):
         return found
     wide = widened(found, extra_sd, why)
     slower = found.estimate > 0
-    if upward:
-        return replace(wide, high=found.high, p_slower=(wide if slower else found).p_slower)
     return replace(
         found,
         high=wide.high,
