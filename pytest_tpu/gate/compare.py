@@ -153,16 +153,27 @@ def _again(
     return measured, second if agrees(measured, second, threshold) else None
 
 
-def _withdrawn(first: Row, measured: Measured | None, who: str, told: str) -> Row:
+# Why a fresh process that agrees a benchmark is slower still does not confirm it
+# (``processes_apart``).
+APART = (
+    ", further apart than both intervals allow: processes differ by more than the saved runs "
+    "showed, so neither reading can be blamed on the code"
+)
+
+
+def _withdrawn(
+    first: Row, measured: Measured | None, who: str, told: str, why_not: str = ""
+) -> Row:
     """A regression its re-measurement by ``who`` did not agree with: ``inconclusive``, saying
-    both readings (``told`` names the first and leads to the second's)."""
+    both readings (``told`` names the first and leads to the second's) and ``why_not`` where the
+    readings alone do not say why."""
     again_text = "no samples" if measured is None else change_text(measured.change)
     # A re-measurement as slow as the first, beside a busier machine, is not an agreement, and
     # the reason must not read as one (g47: "first +9.9 % [+8.9, +10.9], again +9.7 % [+8.7,
     # +10.7]", a neighbour taking 0.75 cores meanwhile), nor as a disagreement (new-user trial 29:
     # "not confirmed by a fresh process" where the fresh process read +12.5 % [+9.2, +16.0]).
     machine = "" if measured is None else explained_by_machine(measured, slower=True)
-    readings = f"{told} {again_text}"
+    readings = f"{told} {again_text}{why_not}"
     reason = (
         f"held back by the machine, not by {who}: {readings}, but {machine}"
         if machine
@@ -197,21 +208,13 @@ def _fresh_confirmed(confirmed: Row, base: Side, fresh: RunSummary, threshold: f
     """A confirmed regression stands only if a fresh process's measurement agrees too: the
     confirmation ran in the same process, and cannot tell the code from that process's state."""
     measured, second = _again(confirmed, base, fresh, threshold)
+    said = interval_text(confirmed.change, confirmed.low, confirmed.high)
+    told = f"this process {said}, the fresh process"
     if measured is None or second is None:
-        said = interval_text(confirmed.change, confirmed.low, confirmed.high)
-        told = f"this process {said}, the fresh process"
         return _withdrawn(confirmed, measured, "a fresh process", told)
-    text = change_text(measured.change)
     if processes_apart(confirmed, measured.change):
-        said = interval_text(confirmed.change, confirmed.low, confirmed.high)
-        why = (
-            f"not confirmed by a fresh process: this process {said}, the fresh process {text}, "
-            "further apart than both intervals allow: processes differ by more than the saved "
-            "runs showed, so neither reading can be blamed on the code"
-        )
-        return replace(
-            confirmed, verdict="inconclusive", regression=False, confirmed=False, reason=why
-        )
+        return _withdrawn(confirmed, measured, "a fresh process", told, APART)
+    text = change_text(measured.change)
     return replace(confirmed, reason=f"{confirmed.reason} and in a fresh process ({text})")
 
 
