@@ -20,7 +20,7 @@ from pytest_tpu.gate.compare import (
     regressions,
 )
 from pytest_tpu.gate.history import RunSummary, summarize
-from pytest_tpu.gate.lines import between_sessions_hint
+from pytest_tpu.gate.lines import between_sessions_hint, gate_verdict
 from pytest_tpu.gate.stats import ONE_PAIR, SPREAD_OF_PAIRS, Change
 
 
@@ -410,9 +410,9 @@ def test_a_gate_on_several_metrics_names_each_threshold_and_no_wrong_size():
     [line] = gate_lines(rows, 5.0, "main", ["memory"], {"time": 5.0, "compile": 25.0})
     # Seen: "(5%)" for a gate on two metrics, and "a 5% slowdown" said of a 25 % compile row.
     assert line == (
-        "regression gate (time 5%, compile 25%): passed, 2 checked (1 time, 1 compile); memory "
-        "rows shown, not gated; 2 inconclusive: a slowdown of its threshold there is neither "
-        "shown nor ruled out (see the table)"
+        "regression gate (time 5%, compile 25%): INCONCLUSIVE (no regression shown), 2 checked "
+        "(1 time, 1 compile); memory rows shown, not gated; 2 inconclusive: a slowdown of its "
+        "threshold there is neither shown nor ruled out (see the table)"
     )
     [line] = gate_lines(rows[:1], 5.0, "main")
     assert line.endswith(
@@ -471,6 +471,11 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
         "regression gate (2%): passed, 1 checked; 1 inconclusive, each ruling a slowdown of its "
         "threshold out"
     )
+    # The reports' verdict word follows the line's: "passed" only where every row rules the
+    # threshold out, "inconclusive" where one could hide it (trial 29: "passed" over 5 rows
+    # that caught 20 % to 115 % at a 5 % threshold).
+    assert gate_verdict([row(-0.015, -0.029, -0.0, threshold=0.02)]) == "passed"
+    assert gate_verdict([row(0.158, 0.02, 0.31), row(0.158, 0.147, 0.168)]) == "inconclusive"
     # One pair of processes leaning slower (same job): its interval is its rounds' own and
     # leaves out an offset between the two processes, so it may hide the slowdown (r47).
     one = f"300 paired rounds in this job, {ONE_PAIR}"

@@ -184,7 +184,7 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
             # The pairs disagree far beyond their rounds: more pairs measure it (five here).
             "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third pair*"
             "(regressions: 0 confirmed, 1 withdrawn) [[]* s]",
-            "regression gate (25%): passed, 1 checked; 1 inconclusive*",
+            "regression gate (25%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive*",
             "*test_ped: not confirmed by new pairs of processes*: first +*, again *",
         ],
         consecutive=False,
@@ -494,7 +494,8 @@ def test_more_rounds_can_be_turned_off(repo):
             "comparison catches *% 4 times in 5 "
             "(noise: 6 paired rounds in this job, one pair of processes)",
             # (The steady benchmark can be inconclusive too, on a busy machine.)
-            "regression gate (10%): passed, 2 checked; [12] inconclusive*",
+            "regression gate (10%): INCONCLUSIVE (no regression shown), 2 checked; "
+            "[12] inconclusive*",
         ]
     )
     assert "measured again" not in result.stdout.str()

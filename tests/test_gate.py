@@ -83,7 +83,7 @@ def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparis
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
-            "*gate (1%): passed, 1 checked; 1 inconclusive*",
+            "*gate (1%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive*",
             "1 of 1 benchmark(s) cannot resolve their threshold against the saved runs (it "
             "catches *%): their sessions differ by more than it here. Each run saved narrows a "
             "short history; --compare-ref=REF measures base and head in one job*",
@@ -92,9 +92,8 @@ def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparis
     # A pull request's summary says it too, not only "passed".
     markdown = (pytester.path / "out.md").read_text()
     # With the verdict line's own words: the inconclusive rows (trial 15: "passed" alone).
-    assert "**Regression gate (time 1%): passed**, 1 checked; 1 inconclusive: a 1% slowdown" in (
-        markdown
-    )
+    said = "**Regression gate (time 1%): inconclusive** (no regression shown), 1 checked; 1 "
+    assert f"{said}inconclusive: a 1% slowdown" in markdown
     assert "\n- 1 of 1 benchmark(s) cannot resolve their threshold against the saved runs" in (
         markdown
     )
@@ -123,18 +122,21 @@ def test_save_then_compare_unchanged(pytester):
     result = pytester.runpytest(*FAST, *args)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
-        ["compared with baseline *: 1 * (table below)", "*gate (60%): passed, 1 checked*"]
+        [
+            "compared with baseline *: 1 * (table below)",
+            "*gate (60%): INCONCLUSIVE (no regression shown), 1 checked*",
+        ]
     )
     # The terminal's notes are cut to the table's width; the report carries the whole source.
     (row,) = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
     # One saved run measures nothing between sessions: the threshold stands in, and says so.
     assert row["noise_source"].startswith("assumed 60.0% (1 saved run: the threshold")
     gate = json.loads((pytester.path / "out.json").read_text())["gate"]
-    assert gate["verdict"] == "passed"
+    assert gate["verdict"] == "inconclusive"  # a 60 % slowdown is not ruled out
     assert (
         gate["lines"][0]
-        == "regression gate (60%): passed, 1 checked; 1 inconclusive: a 60% slowdown there is "
-        "neither shown nor ruled out (see the table)"
+        == "regression gate (60%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive: "
+        "a 60% slowdown there is neither shown nor ruled out (see the table)"
     )
     assert gate["lines"][-1].startswith("1 of 1 benchmark(s) cannot resolve their threshold")
 
@@ -660,7 +662,7 @@ def test_a_regression_only_the_failing_process_shows_is_not_failed(pytester, mon
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
-            "*gate (20%): passed, 1 checked; 1 inconclusive*",
+            "*gate (20%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive*",
             "test_work * inconclusive",
         ]
     )

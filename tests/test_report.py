@@ -336,6 +336,22 @@ def test_a_same_job_note_does_not_end_in_a_dangling_mode():
     assert note == f"test_p on cpu: {why}"  # the reason names the paired rounds already
 
 
+def test_an_unchanged_row_says_what_it_rests_on_beside_a_detectable_past_the_threshold():
+    # Trial 29: "-0.4% [-4.1, +3.4] unchanged" beside "detects 6.6%" at 5 % read as a
+    # contradiction; the interval rules the threshold out, "detects" is what fails 4 times in 5.
+    row = dataclasses.replace(
+        comparison("test_py", "unchanged", -0.4, -4.1, 3.4),
+        mode="raw",
+        noise_source="5 saved runs",
+        detectable_pct=6.6,
+    )
+    (note,) = report.comparison_notes([row])
+    assert note == (
+        "test_py on cpu: raw, noise: 5 saved runs, detects 6.6% 4 times in 5; unchanged: its 95% "
+        "interval stays within the threshold"
+    )
+
+
 def test_json_keeps_raw_numbers_and_counts():
     tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7)])
     data = json.loads(json.dumps(report.to_json(tables, ROWS, "main")))

@@ -180,7 +180,13 @@ def row_details(row: ComparisonRow) -> str:
         parts.append(f"noise: {row.noise_source}")
     detectable = row.detectable_pct
     if detectable is not None and detectable != float("inf") and f"{detectable:.1f}%" not in said:
-        parts.append(f"detects {units.format_detectable(detectable)}")
+        detects = f"detects {units.format_detectable(detectable)}"
+        # Beside "unchanged", a "detects" past the threshold read as a contradiction (trial 29:
+        # -0.4% [-4.1, +3.4] unchanged, "detects 6.6%" at 5 %): the two answer different
+        # questions, and the note says which one "unchanged" answers.
+        if row.verdict == "unchanged":
+            detects += " 4 times in 5; unchanged: its 95% interval stays within the threshold"
+        parts.append(detects)
     if row.confirmed is not None and "confirmed" not in said and "held back" not in said:
         parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")
     return ", ".join(parts)

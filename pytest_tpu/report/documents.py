@@ -62,14 +62,18 @@ def to_markdown(
 
 
 def gate_text(gate: dict[str, Any]) -> str:
-    """``**Regression gate (time 5%): passed**, 8 checked; 5 inconclusive: ...``: the session's
-    verdict in one line, with what the terminal's verdict line says after it (trial 15: a pull
-    request read only "passed" where the terminal named 5 inconclusive rows)."""
+    """``**Regression gate (time 5%): inconclusive** (no regression shown), 8 checked; ...``: the
+    session's verdict in one line, with what the terminal's verdict line says after it (trial
+    15: a pull request read only "passed" where the terminal named 5 inconclusive rows)."""
     limits = ", ".join(f"{m} {pct:g}%" for m, pct in gate.get("thresholds_pct", {}).items())
     head = f"**Regression gate ({limits or gate['threshold_pct']}): {gate['verdict']}**"
     line = next((x for x in gate.get("lines", ()) if x.startswith("regression gate")), "")
-    found = re.match(r"regression gate \([^)]*\): (?:passed|FAILED|NOTHING CHECKED)\W*(.*)$", line)
-    return f"{head}, {found.group(1)}" if found and found.group(1) else head
+    words = "passed|FAILED|NOTHING CHECKED|INCONCLUSIVE"
+    found = re.match(rf"regression gate \([^)]*\): (?:{words})[\s,:-]*(.*)$", line)
+    if not found or not found.group(1):
+        return head
+    rest = found.group(1)  # "(no regression shown), 6 checked; ..." follows its word closely
+    return f"{head} {rest}" if rest.startswith("(") else f"{head}, {rest}"
 
 
 def _markdown_comparison(rows: Sequence[ComparisonRow], baseline: str | None) -> list[str]:
