@@ -139,7 +139,8 @@ def parse_percent(value: str) -> float:
         ) from None
     if not 0 < number < 100:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is out of range; expected a percentage between 0 and 100, such as 5%"
+            # "between 0 and 100" read as if 0 were allowed (trial 29: "--fail-on-regression=0").
+            f"{value!r} is out of range; expected a percentage above 0 and below 100, such as 5%"
         )
     return number
 

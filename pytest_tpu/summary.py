@@ -325,6 +325,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
         confirmed=row.confirmed,
         regression=row.regression,
         confidence_pct=pct(row.confidence),
+        threshold_pct=pct(row.threshold),
         statistic=_statistic(row, mode),
     )
 

@@ -24,6 +24,7 @@ from pytest_tpu import options, parsers
             "*--fail-on-regression*'abc' is not a percentage*; or one per metric, such as time:5%*",
         ),
         (["--fail-on-regression=150%"], "*--fail-on-regression*'150%' is out of range*"),
+        (["--fail-on-regression=0"], "*'0' is out of range; expected a percentage above 0 and*"),
         (["--tpu-speedup-reference=npu"], "*--tpu-speedup-reference*choose one of: cpu, gpu, tpu*"),
         (["--tpu-workers=-2"], "*--tpu-workers*not a whole number of at least 1*"),
         (["--save-baseline=../up"], "*--save-baseline*not a valid baseline name*"),

@@ -344,12 +344,16 @@ def test_an_unchanged_row_says_what_it_rests_on_beside_a_detectable_past_the_thr
         mode="raw",
         noise_source="5 saved runs",
         detectable_pct=6.6,
+        threshold_pct=5.0,
     )
     (note,) = report.comparison_notes([row])
     assert note == (
         "test_py on cpu: raw, noise: 5 saved runs, detects 6.6% 4 times in 5; unchanged: its 95% "
         "interval stays within the threshold"
     )
+    # Under the threshold there is nothing to reconcile, and nothing more is said.
+    (note,) = report.comparison_notes([dataclasses.replace(row, detectable_pct=2.2)])
+    assert note == "test_py on cpu: raw, noise: 5 saved runs, detects 2.2%"
 
 
 def test_json_keeps_raw_numbers_and_counts():

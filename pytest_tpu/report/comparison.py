@@ -184,7 +184,8 @@ def row_details(row: ComparisonRow) -> str:
         # Beside "unchanged", a "detects" past the threshold read as a contradiction (trial 29:
         # -0.4% [-4.1, +3.4] unchanged, "detects 6.6%" at 5 %): the two answer different
         # questions, and the note says which one "unchanged" answers.
-        if row.verdict == "unchanged":
+        past = row.threshold_pct is not None and detectable > row.threshold_pct
+        if row.verdict == "unchanged" and past:
             detects += " 4 times in 5; unchanged: its 95% interval stays within the threshold"
         parts.append(detects)
     if row.confirmed is not None and "confirmed" not in said and "held back" not in said:

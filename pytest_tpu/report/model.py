@@ -154,6 +154,7 @@ class ComparisonRow:
     confirmed: bool | None = None
     regression: bool = False  # this row fails the gate
     confidence_pct: float | None = None  # how sure the comparison is of a slowdown (in %)
+    threshold_pct: float | None = None  # the slowdown the verdict was judged against (in %)
     # What baseline, current and change measure, for a time row: the mean of the fastest half
     # (raw), the middle half of paired ratios (paired), ratios to the calibration kernel
     # (calibrated), or the mean of all rounds (a row failed on slow calls in the tail).
