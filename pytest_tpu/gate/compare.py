@@ -212,26 +212,10 @@ def _fresh_confirmed(confirmed: Row, base: Side, fresh: RunSummary, threshold: f
     told = f"this process {said}, the fresh process"
     if measured is None or second is None:
         return _withdrawn(confirmed, measured, "a fresh process", told)
-    if processes_apart(confirmed, measured.change) and not _past_by_more(
-        confirmed, measured, threshold
-    ):
+    if processes_apart(confirmed, measured.change, threshold):
         return _withdrawn(confirmed, measured, "a fresh process", told, APART)
     text = change_text(measured.change)
     return replace(confirmed, reason=f"{confirmed.reason} and in a fresh process ({text})")
-
-
-def _past_by_more(first: Row, again: Measured, threshold: float) -> bool:
-    """Whether both readings of a slowdown, each interval's lower end moved down by as much
-    again as the two processes differ, stay past the threshold. Two processes further apart
-    than the saved runs allow leave the size of a slowdown open, not always its being past the
-    threshold (CI: a forced 1 us baseline read +14529 % here and +20504 % in a fresh process,
-    and the gate passed it); g34's transformer (+27.9 % here, +8.2 % [+1.6, +21.9] there) is
-    still withdrawn."""
-    if first.change is None or first.low is None or first.low <= -1 or again.change.low <= -1:
-        return False
-    apart = abs(math.log1p(first.change) - again.change.log)
-    lowest = min(math.log1p(first.low), math.log1p(again.change.low))
-    return lowest - apart >= math.log1p(threshold)
 
 
 def _location(side: Side | None, history: bool) -> float | None:
