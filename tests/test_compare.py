@@ -206,6 +206,34 @@ def test_a_fresh_process_that_reads_far_less_than_the_session_does_not_confirm_i
         assert row.regression and row.confirmed, row.reason
 
 
+def test_an_improvement_stands_only_where_a_fresh_process_reads_it_too():
+    """g34: five runs saved minutes apart showed a third of the spread of the sessions after
+    them, and unchanged numpy read 3.0 to 6.4 % `faster` in 5 of 160 rows."""
+    base = side([run(k) for k in range(5)])
+    key = "t.py::test_x"
+
+    def row(fresh_scale: float | None, session: float = 0.8):
+        current = side([run(20, scale=session)])
+        if fresh_scale is not None:
+            current = replace(current, fresh=run(22, scale=fresh_scale))
+        return compare_runs({key: base}, {key: current})[0]
+
+    alone = row(None)  # no fresh process ran (the session was not gated): as measured
+    assert alone.verdict == "faster" and alone.confirmed is None
+    agreed = row(0.79)
+    assert agreed.verdict == "faster" and agreed.confirmed
+    assert "confirmed in a fresh process (-2" in agreed.reason
+    refuted = row(1.0)
+    assert refuted.verdict == "inconclusive" and refuted.confirmed is False
+    assert refuted.reason.startswith("not confirmed by a fresh process: this process -2")
+    # Both faster, but further apart than their intervals allow and by enough to bring it
+    # within half the threshold: the processes differ, not the code.
+    apart = row(0.93)
+    assert apart.verdict == "inconclusive" and "further apart than both intervals" in apart.reason
+    # Apart by as much, both far past it: how much faster is open, not whether.
+    assert row(0.6, session=0.5).verdict == "faster"
+
+
 def test_rows_cover_both_sides_and_say_where_their_noise_came_from():
     base = {"a": side([run(1), run(2)], nodeid="a"), "gone": side([run(3)], nodeid="gone")}
     base["old"] = side([run(6)], nodeid="old")

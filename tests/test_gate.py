@@ -749,6 +749,26 @@ def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, mo
     assert shown[-2].startswith("regression gate (20%): FAILED, 1 benchmark(s) regressed")
 
 
+def test_an_improvement_is_read_again_in_a_fresh_process(pytester, monkeypatch):
+    """An improvement fails nothing, but its interval rests on the saved runs' spread as a
+    regression's does; a gated session reads it again in a fresh process, up to it."""
+    pytester.makepyfile(test_order=IN_ORDER)
+    log = pytester.path / "ran.log"
+    monkeypatch.setenv("RAN_LOG", str(log))
+    monkeypatch.setenv("WORK_N", "40000")
+    save(pytester).assert_outcomes(passed=3)
+    log.write_text("")
+    monkeypatch.setenv("WORK_N", "2000")
+    args = ("--compare=main", "--fail-on-regression=20", "--tpu-report=out.json")
+    result = pytester.runpytest(*FAST, *args)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["compared with baseline *: * 1 faster (table below)"])
+    assert log.read_text().split()[-2:] == ["before", "work"]  # the fresh process stopped there
+    rows = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
+    (row,) = [r for r in rows if r["name"].endswith("test_work") and r["metric"] == "time"]
+    assert row["verdict"] == "faster" and "confirmed in a fresh process (-" in row["note"]
+
+
 def test_a_real_regression_fails_only_after_a_fresh_process_agrees(pytester):
     bench(pytester)
     save(pytester).assert_outcomes(passed=1)

@@ -373,12 +373,9 @@ class GatePlugin:
     def _compare(self, session: pytest.Session, results: Any) -> None:
         assert self.baseline is not None
         rows = self._rows(session, results, fresh.Fresh())
-        # Time rows the gate is about to fail on (a fresh process re-measures time, not memory).
-        found = regressions(rows)
-        gated = self._time_thresholds(found)
-        failing = [row.nodeid for row in found if row.metric == "time" and row.nodeid in gated]
-        if self.settings.gating and failing:
-            again = fresh.replayed([result.nodeid for result in results.passed], failing)
+        checking = self._to_check_afresh(rows)
+        if self.settings.gating and checking:
+            again = fresh.replayed([result.nodeid for result in results.passed], checking)
             spent = math.fsum(self.spent.get(nodeid, 0.0) for nodeid in again)
             rows = self._rows(
                 session, results, fresh.measure(self.config, self.settings, again, spent)
@@ -387,6 +384,14 @@ class GatePlugin:
         self.lines += comparison_lines(str(self.baseline.path), rows)
         if self.settings.gating:
             self._decide(session, rows)
+
+    def _to_check_afresh(self, rows: list[Row]) -> list[str]:
+        """Gated time rows a fresh process must read again (it re-measures time, not memory):
+        those the gate is about to fail on, and improvements, which stand only if it agrees
+        (``compare._fresh_improvement``). A session with neither starts no process."""
+        found = [row for row in rows if row.regression or row.verdict == "faster"]
+        gated = self._time_thresholds(found)
+        return [row.nodeid for row in found if row.metric == "time" and row.nodeid in gated]
 
     def _rows(self, session: pytest.Session, results: Any, checked: fresh.Fresh) -> list[Row]:
         """Every row, with what a fresh process measured where one was asked (``checked``)."""

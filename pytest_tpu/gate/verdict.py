@@ -159,17 +159,18 @@ def interval_agrees(low: float, high: float, threshold: float) -> bool:
 APART_CONFIDENCE = 0.99
 
 
-def processes_apart(first: Row, again: Change, threshold: float) -> bool:
+def processes_apart(first: Row, again: Change, threshold: float, slower: bool = True) -> bool:
     """Whether this session's reading of a change (``first``, a row) and a fresh process's
     (``again``) lie further apart than both their intervals allow at ``APART_CONFIDENCE``, and
-    by a gap that could bring the slowdown under ``threshold``.
+    by a gap that could bring the change under what its verdict claims: ``threshold`` for a
+    slowdown, half of it for an improvement (``slower=False``; what a ``faster`` row claims).
 
     Both are measured against the same saved runs, so their difference is the two processes'
     own: an interval that covers the noise between sessions covers it too. Where they are
     further apart, the processes differ by more than the saved runs showed, and neither
     reading's interval can be trusted. Each standard error is taken from its 95 % interval on
     the normal quantile, which overstates it for few degrees of freedom: the test leans to
-    keeping a regression. (g34, quiet: an unchanged Keras transformer read +27.9 % [+18.7,
+    keeping a verdict. (g34, quiet: an unchanged Keras transformer read +27.9 % [+18.7,
     +37.8] in the session, confirmed in fresh rounds, and +8.2 % [+1.6, +21.9] in a fresh
     process, which agreed it was slower: the gate failed unchanged code.)
     """
@@ -178,7 +179,8 @@ def processes_apart(first: Row, again: Change, threshold: float) -> bool:
     z95 = NormalDist().inv_cdf(0.975)
 
     def se(low: float, high: float) -> float:
-        return (math.log1p(high) - math.log1p(low)) / (2 * z95)
+        # An interval reaching -100 % (a baseline of 1e20 s) is unbounded: nothing is apart.
+        return (math.log1p(high) - math.log1p(low)) / (2 * z95) if low > -1 else math.inf
 
     spread = math.hypot(se(first.low, first.high), se(again.low, again.high))
     if not (spread > 0 and math.isfinite(spread)):
@@ -186,14 +188,18 @@ def processes_apart(first: Row, again: Change, threshold: float) -> bool:
     apart = abs(math.log1p(first.change) - again.log)
     if apart <= NormalDist().inv_cdf(0.5 + APART_CONFIDENCE / 2) * spread:
         return False
-    # Apart leaves the size of a slowdown open, not always its being past the threshold: where
-    # both intervals' lower ends, moved down by as much again as the two differ, stay past it,
-    # the processes differ in how much slower, not in whether (CI: a forced 1 us baseline read
+    # Apart leaves the size of a change open, not always its being past what it claims: where
+    # both intervals' near ends, moved toward zero by as much again as the two differ, stay past
+    # it, the processes differ in how much, not in whether (CI: a forced 1 us baseline read
     # +14529 % here and +20504 % in a fresh process, and the gate passed it).
-    if first.low <= -1 or again.low <= -1:
+    if slower:
+        ends, bar = (first.low, again.low), math.log1p(threshold)
+    else:  # mirrored: how far below zero each interval's upper end lies
+        ends, bar = (first.high, again.high), -math.log1p(-threshold / 2)
+    if any(end <= -1 for end in ends):
         return True
-    lowest = min(math.log1p(first.low), math.log1p(again.low))
-    return lowest - apart < math.log1p(threshold)
+    nearest = min((1 if slower else -1) * math.log1p(end) for end in ends)
+    return nearest - apart < bar
 
 
 def agrees(measured: Measured, decision: Decision, threshold: float) -> bool:
@@ -211,6 +217,19 @@ def agrees(measured: Measured, decision: Decision, threshold: float) -> bool:
     if found.estimate < threshold / 2 or explained_by_machine(measured, slower=True):
         return False
     return interval_agrees(found.low, found.high, threshold)
+
+
+def improvement_agrees(measured: Measured, decision: Decision, threshold: float) -> bool:
+    """Whether a fresh process's reading (``measured``, decided as ``decision``) agrees with an
+    improvement this session found: ``faster`` on its own, or an interval wholly below zero
+    (97.5 % one-sided) around an improvement of at least half the threshold, with nothing about
+    the machine to explain it; the mirror of ``agrees``."""
+    found = measured.change
+    if decision.verdict == "faster":
+        return True
+    if found.estimate > -threshold / 2 or explained_by_machine(measured, slower=False):
+        return False
+    return found.high < 0
 
 
 def interval_text(change: float | None, low: float | None, high: float | None) -> str:
