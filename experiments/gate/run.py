@@ -104,7 +104,7 @@ def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[s
 
 
 def save_history(name: str, options: argparse.Namespace, work: Path) -> None:
-    zero = dict.fromkeys(COPIES, 0.0)
+    zero = dict.fromkeys(COPIES, options.history_work / 100)
     for k in range(options.history):
         extra = ["--save-baseline=exp", f"--tpu-baseline-history={options.history}"]
         if k == options.history - 1:
@@ -136,7 +136,7 @@ def comparisons(name: str, options: argparse.Namespace, work: Path) -> list[dict
         found = parse(out, report, arms)
         (work / f"session-{index:02d}.log").write_text(out)
         for record in found:
-            record.update(condition=name, session=index)
+            record.update(condition=name, session=index, history_work=options.history_work / 100)
         records += found
         fails = sum(bool(r["ours_failed"]) for r in found if r["arm"] == 0)
         print(
@@ -216,11 +216,60 @@ def wide_table(records: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def true_change(row: dict[str, object]) -> float:
+    """The change a row's copy really made against the saved runs (``--history-work``)."""
+    return (1 + float(row["arm"])) / (1 + float(row.get("history_work") or 0.0)) - 1  # type: ignore[arg-type]
+
+
+def verdict_table(records: list[dict[str, object]]) -> str:
+    """Per condition, workload, style and true change: how pytest-tpu judged the rows, with the
+    `faster` ones split by what the fresh process said."""
+    groups: dict[tuple[str, str, str, float], list[dict[str, object]]] = defaultdict(list)
+    for r in records:
+        key = (str(r["condition"]), str(r["workload"]), str(r["style"]), true_change(r))
+        groups[key].append(r)
+    lines = [
+        "| condition | workload | style | change vs saved runs | slower | faster, a fresh process "
+        "agreed | faster, no fresh process | withdrawn by a fresh process | unchanged | "
+        "inconclusive |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups, key=lambda k: (k[0] != "quiet", k)):
+        pairs = [(r, str(r.get("note") or "")) for r in groups[key]]
+
+        def count(
+            test: Callable[[dict[str, object], str], bool],
+            pairs: list[tuple[dict[str, object], str]] = pairs,
+        ) -> str:
+            return f"{sum(test(r, n) for r, n in pairs)}/{len(pairs)}"
+
+        agreed = count(lambda r, n: r["verdict"] == "faster" and "in a fresh process (" in n)
+        alone = count(lambda r, n: r["verdict"] == "faster" and "in a fresh process (" not in n)
+        withdrawn = count(lambda r, n: "fresh process: this process -" in n)
+        cells = [
+            count(lambda r, n: r["verdict"] == "slower"),
+            agreed,
+            alone,
+            withdrawn,
+            count(lambda r, n: r["verdict"] == "unchanged"),
+            count(lambda r, n: r["verdict"] == "inconclusive"),
+        ]
+        cond, workload, style, change = key
+        lines.append(f"| {cond} | {workload} | {style} | {change:+.1%} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--history", type=int, default=5)
     parser.add_argument("--threshold", type=float, default=5.0)
+    parser.add_argument(
+        "--history-work",
+        type=float,
+        default=0.0,
+        help="percent more work in the saved runs: with 10, the +0 %% arm is a real improvement",
+    )
     parser.add_argument(
         "--conditions",
         default="quiet,neighbour",
@@ -231,9 +280,15 @@ def main() -> None:
     parser.add_argument(
         "--table", type=Path, nargs="+", help="only print the README's table of --out files"
     )
+    parser.add_argument(
+        "--verdicts", type=Path, nargs="+", help="only print the verdicts of --out files"
+    )
     options = parser.parse_args()
     if options.table:
         print(wide_table([r for path in options.table for r in json.loads(path.read_text())]))
+        return
+    if options.verdicts:
+        print(verdict_table([r for path in options.verdicts for r in json.loads(path.read_text())]))
         return
     started = time.monotonic()
     random.seed(0)
