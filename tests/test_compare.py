@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from pytest_tpu.gate.compare import (
     regressions,
 )
 from pytest_tpu.gate.history import RunSummary, summarize
-from pytest_tpu.gate.lines import between_sessions_hint, gate_verdict
+from pytest_tpu.gate.lines import between_sessions_hint, gate_verdict, saved_span_note
 from pytest_tpu.gate.stats import ONE_PAIR, SPREAD_OF_PAIRS, Change
 
 
@@ -232,6 +233,22 @@ def test_an_improvement_stands_only_where_a_fresh_process_reads_it_too():
     assert apart.verdict == "inconclusive" and "further apart than both intervals" in apart.reason
     # Apart by as much, both far past it: how much faster is open, not whether.
     assert row(0.6, session=0.5).verdict == "faster"
+
+
+def test_saved_runs_close_together_are_named_only_where_this_session_lies_beyond_them():
+    at = datetime(2026, 11, 27, 17, 30, tzinfo=timezone.utc)
+    runs = [replace(run(k), when=(at + timedelta(seconds=30 * k)).isoformat()) for k in range(5)]
+    later = saved_span_note(runs, at + timedelta(minutes=25))
+    assert later.startswith("the saved runs these regressions were measured against were saved ")
+    assert "within 2 min (2026-11-27 17:30-17:32 UTC) and this session ran 23 min after" in later
+    # Within their own span, or as far apart as they were: nothing to add.
+    assert saved_span_note(runs, at + timedelta(minutes=3)) == ""
+    # One run (its noise was assumed, and the row says so), or runs saved without a time.
+    assert saved_span_note(runs[:1], at + timedelta(days=2)) == ""
+    assert saved_span_note([run(k) for k in range(3)], at) == ""
+    # Saved over days: a session a day later lies within them.
+    spread = [replace(r, when=(at + timedelta(days=k)).isoformat()) for k, r in enumerate(runs)]
+    assert saved_span_note(spread, at + timedelta(days=5)) == ""
 
 
 def test_rows_cover_both_sides_and_say_where_their_noise_came_from():

@@ -769,6 +769,30 @@ def test_an_improvement_is_read_again_in_a_fresh_process(pytester, monkeypatch):
     assert row["verdict"] == "faster" and "confirmed in a fresh process (-" in row["note"]
 
 
+def test_a_failure_says_when_its_saved_runs_were_saved_if_long_before(pytester):
+    """Runs saved minutes apart measure the noise of sessions minutes apart: g36 failed unchanged
+    Keras models 20-60 % slower than five runs saved within 2.5 minutes, the kernel unmoved."""
+    bench(pytester)
+    for _ in range(2):
+        save(pytester).assert_outcomes(passed=1)
+    data = json.loads(baseline_file(pytester).read_text())
+    (entry,) = data["benchmarks"]
+    for run, when in zip(entry["pytest_tpu"]["history"], ("10:00:00", "10:03:00"), strict=True):
+        run["when"] = f"2026-01-05T{when}+00:00"
+    baseline_file(pytester).write_text(json.dumps(data))
+    bench(pytester, n=40000)
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(
+        [
+            "regression gate (20%): FAILED*",
+            "the saved runs these regressions were measured against were saved within 3 min "
+            "(2026-01-05 10:00-10:03 UTC) and this session ran * days after the last of them: *"
+            "--compare-ref=REF measures base and head in one job (README: 'Saved runs over time')",
+        ]
+    )
+
+
 def test_a_real_regression_fails_only_after_a_fresh_process_agrees(pytester):
     bench(pytester)
     save(pytester).assert_outcomes(passed=1)

@@ -42,6 +42,7 @@ from pytest_tpu.gate.lines import (
     gate_lines,
     gate_verdict,
     noise_line,
+    saved_span_note,
 )
 from pytest_tpu.gate.markers import marker_thresholds
 from pytest_tpu.gate.stats import relative_spread
@@ -451,12 +452,22 @@ class GatePlugin:
         said = gate_lines(gated or rows, threshold, self.settings.compare, not_gated, limits)
         hint = between_sessions_hint(gated or rows, self._time_thresholds(rows))
         said += [hint] if hint else []  # stored runs only: a same-job session says its own
+        failing = regressions(gated)
+        note = self._span_note(failing)
+        said += [note] if note else []
         self.lines += said
         remember_gate(self.config, said, gate_verdict(gated or rows))
-        failing = regressions(gated)
         if failing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REGRESSION_EXIT_CODE
         self.failing = [row.nodeid for row in failing]
+
+    def _span_note(self, failing: Sequence[Row]) -> str:
+        """How far apart in time the saved runs behind ``failing`` were, where it matters."""
+        if not failing or self.baseline is None:
+            return ""
+        sides = [self.baseline.sides.get(row.nodeid) for row in failing]
+        runs = [run for side in sides if side is not None for run in side.runs]
+        return saved_span_note(runs, datetime.now(timezone.utc))
 
     def _scope(self, session: pytest.Session) -> Scope | None:
         """The files this session collected (and those of saved benchmarks that are gone) and
