@@ -240,11 +240,12 @@ def saved_span_note(runs: Iterable[RunSummary], now: datetime) -> str:
     further from them than they lie from each other; else "".
 
     Their spread is the noise of sessions as far apart as they were. On this project's VM, five
-    runs saved within 2.5 minutes had unchanged Keras models within 5 % of each other, and the
-    sessions of the next 25 minutes read them 20-60 % slower while the calibration kernel moved
-    0-6 % (g36); a fresh process read them as slow, and the gate failed unchanged code. Nothing
-    in one session tells such a machine from the code, so the line says what the evidence
-    spans and where to get more: runs saved at other times, or both sides in one job.
+    runs saved within 2.5 minutes had unchanged Keras models within about 5 % of each other, and
+    the sessions of the next 25 minutes read the CNN a median 17 % slower (up to 57 %) while the
+    calibration kernel did not follow (g36); a fresh process read it as slow, and the gate failed
+    unchanged code. Nothing in one session tells such a machine from the code, so the line says
+    what the evidence spans and where to get more: runs saved at other times, or both sides in
+    one job.
     """
     times = sorted(t for run in runs if run.source == "run" and (t := _moment(run.when)))
     if len(times) < 2:
