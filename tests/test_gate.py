@@ -770,8 +770,8 @@ def test_an_improvement_is_read_again_in_a_fresh_process(pytester, monkeypatch):
 
 
 def test_a_failure_says_when_its_saved_runs_were_saved_if_long_before(pytester):
-    """Runs saved minutes apart measure the noise of sessions minutes apart: g36 failed unchanged
-    Keras models read up to 57 % slower than five runs saved within 2.5 minutes."""
+    """Runs saved minutes apart measure the noise of sessions minutes apart (g36: unchanged Keras
+    models read up to 57 % slower than five runs saved within 2.5 minutes, and failed)."""
     bench(pytester)
     for _ in range(2):
         save(pytester).assert_outcomes(passed=1)

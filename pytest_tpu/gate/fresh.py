@@ -5,9 +5,11 @@ on, its memory layout, what its libraries chose when they loaded. A new user's u
 numpy matmul failed the gate at +29.5 % (99.2 % sure), confirmed in fresh rounds of the same
 process, which ran it at 767 us against 550-575 us in every other session (trial 25). So a
 regression its re-measurement confirmed is measured once more, in a new pytest session of the
-same tests started by this one, and the session fails only if that agrees as well. Only a
-session about to fail pays for it: one more pytest start, and one more run of this session's
-benchmarks up to the last failing one.
+same tests started by this one, and the session fails only if that agrees as well. An
+improvement (a ``faster`` row) is read again by the same process, for the same reason, and
+stands only if it agrees too. Only a session about to fail or claiming an improvement pays for
+it: one more pytest start, and one more run of this session's benchmarks up to the last one it
+checks.
 
 Those that ran before a failing one run again first, in the same order: what ran before a
 benchmark in a process is part of what it measures, and the saved runs it is compared with had

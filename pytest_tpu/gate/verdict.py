@@ -196,8 +196,6 @@ def processes_apart(first: Row, again: Change, threshold: float, slower: bool = 
         ends, bar = (first.low, again.low), math.log1p(threshold)
     else:  # mirrored: how far below zero each interval's upper end lies
         ends, bar = (first.high, again.high), -math.log1p(-threshold / 2)
-    if any(end <= -1 for end in ends):
-        return True
     nearest = min((1 if slower else -1) * math.log1p(end) for end in ends)
     return nearest - apart < bar
 
