@@ -11,6 +11,11 @@ rounds: pytest-tpu (``--compare --fail-on-regression``) and pytest-benchmark
 (``--benchmark-compare-fail=median:PCT%``). Prints, per workload, style and arm, how often each
 failed, and for pytest-tpu how the rest were judged.
 
+``--save-every N`` saves one more run of the unchanged work after every N comparison sessions
+(the last ``--history`` kept), the way CI on main saves between pull requests' runs, so that the
+saved runs come to span the time the comparisons are made in. ``--history-work PCT`` saves the
+runs with that much more work, so that the copies' arms are real improvements (``--verdicts``).
+
     python experiments/gate/run.py --repeats 20 --history 5 --threshold 5 --out results.json
 """
 
@@ -104,18 +109,26 @@ def condition(name: str, options: argparse.Namespace, work: Path) -> list[dict[s
 
 
 def save_history(name: str, options: argparse.Namespace, work: Path) -> None:
-    zero = dict.fromkeys(COPIES, options.history_work / 100)
     for k in range(options.history):
-        extra = ["--save-baseline=exp", f"--tpu-baseline-history={options.history}"]
-        if k == options.history - 1:
-            extra.append("--benchmark-save=base")
-        out = session(work, zero, extra)
-        print(f"[{name}] baseline session {k + 1}: {out.strip().splitlines()[-1]}", flush=True)
+        save_run(name, options, work, f"baseline session {k + 1}", k == options.history - 1)
+
+
+def save_run(name: str, options: argparse.Namespace, work: Path, what: str, last: bool) -> None:
+    """One more run saved under ``exp``, keeping the last ``--history``."""
+    extra = ["--save-baseline=exp", f"--tpu-baseline-history={options.history}"]
+    if last:  # pytest-benchmark's own comparison is against the first sitting's last run
+        extra.append("--benchmark-save=base")
+    out = session(work, dict.fromkeys(COPIES, options.history_work / 100), extra)
+    print(f"[{name}] {what}: {out.strip().splitlines()[-1]}", flush=True)
 
 
 def comparisons(name: str, options: argparse.Namespace, work: Path) -> list[dict[str, object]]:
     records = []
     for index in range(options.repeats):
+        if options.save_every and index and index % options.save_every == 0:
+            # Saved between comparisons, as CI on main saves between pull requests' runs: the
+            # history comes to span the hour the comparisons are made in.
+            save_run(name, options, work, f"saved again before comparison {index + 1}", False)
         arms = {copy: ARMS[(index + j) % 3] for j, copy in enumerate(COPIES)}
         report = work / f"session-{index:02d}.json"
         out = session(
@@ -264,6 +277,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--history", type=int, default=5)
     parser.add_argument("--threshold", type=float, default=5.0)
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        help="save one more run (of the unchanged work) after every N comparison sessions",
+    )
     parser.add_argument(
         "--history-work",
         type=float,
