@@ -727,17 +727,24 @@ def test_after(benchmark):
 """
 
 
-def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, monkeypatch):
-    """What ran before a benchmark is part of what it measures (g32: a numpy function alone in a
-    process read its real slowdowns at half their size); what ran after it is not needed."""
+def in_order(pytester, monkeypatch, saved_n: int, now_n: int, *args: str):
+    """IN_ORDER saved with ``test_work`` at ``saved_n``, then gated at ``now_n``: the session's
+    result and the log of what ran since the save (this session's, then a fresh process's)."""
     pytester.makepyfile(test_order=IN_ORDER)
     log = pytester.path / "ran.log"
     monkeypatch.setenv("RAN_LOG", str(log))
-    monkeypatch.setenv("WORK_N", "2000")
+    monkeypatch.setenv("WORK_N", str(saved_n))
     save(pytester).assert_outcomes(passed=3)
     log.write_text("")
-    monkeypatch.setenv("WORK_N", "40000")
-    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20")
+    monkeypatch.setenv("WORK_N", str(now_n))
+    result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20", *args)
+    return result, log
+
+
+def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, monkeypatch):
+    """What ran before a benchmark is part of what it measures (g32: a numpy function alone in a
+    process read its real slowdowns at half their size); what ran after it is not needed."""
+    result, log = in_order(pytester, monkeypatch, 2000, 40000)
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(["REGRESSION test_order.py::test_work: *in a fresh process (+*"])
     ran = log.read_text().split()
@@ -752,15 +759,7 @@ def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, mo
 def test_an_improvement_is_read_again_in_a_fresh_process(pytester, monkeypatch):
     """An improvement fails nothing, but its interval rests on the saved runs' spread as a
     regression's does; a gated session reads it again in a fresh process, up to it."""
-    pytester.makepyfile(test_order=IN_ORDER)
-    log = pytester.path / "ran.log"
-    monkeypatch.setenv("RAN_LOG", str(log))
-    monkeypatch.setenv("WORK_N", "40000")
-    save(pytester).assert_outcomes(passed=3)
-    log.write_text("")
-    monkeypatch.setenv("WORK_N", "2000")
-    args = ("--compare=main", "--fail-on-regression=20", "--tpu-report=out.json")
-    result = pytester.runpytest(*FAST, *args)
+    result, log = in_order(pytester, monkeypatch, 40000, 2000, "--tpu-report=out.json")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["compared with baseline *: * 1 faster (table below)"])
     assert log.read_text().split()[-2:] == ["before", "work"]  # the fresh process stopped there
