@@ -17,7 +17,7 @@ calls leaves the fastest half as it was.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,6 +57,10 @@ from pytest_tpu.gate.verdict import (
     row_of,
     with_change,
 )
+
+# Whether a re-measurement agrees with the change it re-measures (``agrees``,
+# ``improvement_agrees``).
+Agree = Callable[[Measured, Decision, float], bool]
 
 # What callers of the gate use, wherever it is defined (``model``, ``verdict``, ``metrics``).
 __all__ = [
@@ -131,13 +135,13 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
     if row.regression and current.confirm is not None:
         row = _confirmed(row, base, current.confirm, threshold)
     if row.regression and current.fresh is not None:
-        row = _fresh_confirmed(row, base, current.fresh, threshold)
+        row = _fresh_checked(row, base, current.fresh, threshold, slower=True)
     elif row.regression and current.fresh_problem:
         row = replace(
             row, reason=f"{row.reason}; no fresh process checked it: {current.fresh_problem}"
         )
     if row.verdict == "faster" and current.fresh is not None:
-        row = _fresh_improvement(row, base, current.fresh, threshold)
+        row = _fresh_checked(row, base, current.fresh, threshold, slower=False)
     elif row.verdict == "faster" and current.fresh_problem:
         unchecked = f"no fresh process checked it: {current.fresh_problem}"
         row = replace(row, reason=f"{row.reason}; {unchecked}" if row.reason else unchecked)
@@ -145,10 +149,11 @@ def compare_one(base: Side, current: Side, threshold: float, force: bool) -> Row
 
 
 def _again(
-    first: Row, base: Side, again: RunSummary, threshold: float
+    first: Row, base: Side, again: RunSummary, threshold: float, agree: Agree = agrees
 ) -> tuple[Measured | None, Decision | None]:
-    """A re-measurement on the statistic that found the regression, and its decision where it
-    agrees (``agrees``; None where it does not)."""
+    """A re-measurement on the statistic that found the change, and its decision where it
+    agrees (``agree``: ``agrees`` for a regression, ``improvement_agrees`` for an improvement;
+    None where it does not)."""
     if first.statistic == TAIL:
         measured = tail_measured(base, again, threshold)
     else:
@@ -156,7 +161,7 @@ def _again(
     if measured is None:
         return None, None
     second = decide(measured, threshold)
-    return measured, second if agrees(measured, second, threshold) else None
+    return measured, second if agree(measured, second, threshold) else None
 
 
 # Why a fresh process that agrees a benchmark is slower (or faster) still does not confirm it
@@ -215,38 +220,31 @@ def _confirmed(first: Row, base: Side, again: RunSummary, threshold: float) -> R
     )
 
 
-def _fresh_confirmed(confirmed: Row, base: Side, fresh: RunSummary, threshold: float) -> Row:
-    """A confirmed regression stands only if a fresh process's measurement agrees too: the
-    confirmation ran in the same process, and cannot tell the code from that process's state."""
-    measured, second = _again(confirmed, base, fresh, threshold)
-    said = interval_text(confirmed.change, confirmed.low, confirmed.high)
-    told = f"this process {said}, the fresh process"
-    if measured is None or second is None:
-        return _withdrawn(confirmed, measured, "a fresh process", told)
-    if processes_apart(confirmed, measured.change, threshold):
-        return _withdrawn(confirmed, measured, "a fresh process", told, APART)
-    text = change_text(measured.change)
-    return replace(confirmed, reason=f"{confirmed.reason} and in a fresh process ({text})")
+def _fresh_checked(
+    first: Row, base: Side, fresh: RunSummary, threshold: float, slower: bool
+) -> Row:
+    """A confirmed regression (an improvement, ``slower=False``) stands only if a fresh
+    process's measurement agrees too, and lies within both intervals of this session's
+    (``processes_apart``).
 
-
-def _fresh_improvement(first: Row, base: Side, fresh: RunSummary, threshold: float) -> Row:
-    """An improvement stands only where a fresh process, when one ran, reads it too.
-
-    Its interval covers the noise between sessions as far as the saved runs showed it, and
-    five runs saved minutes apart showed less than the sessions after them (g34: unchanged
-    numpy read 3.0 to 6.4 % `faster` in 5 of 160 rows, beside saved runs whose spread was a
-    third of the sessions'). A regression has two confirmations before it fails the gate; an
-    improvement, which fails nothing, is checked where the session starts a fresh process
-    (``gate.plugin`` starts one for either).
+    A regression's confirmation ran in the same process, and cannot tell the code from that
+    process's state. An improvement's interval covers the noise between sessions as far as the
+    saved runs showed it, and five runs saved minutes apart showed less than the sessions after
+    them (g34: unchanged numpy read 3.0 to 6.4 % `faster` in 5 of 160 rows, beside saved runs
+    whose spread was a third of the sessions'). An improvement, which fails nothing, is checked
+    where the session starts a fresh process (``gate.plugin`` starts one for either).
     """
-    measured = measure(base, fresh, threshold)
+    agree = agrees if slower else improvement_agrees
+    measured, second = _again(first, base, fresh, threshold, agree)
     said = interval_text(first.change, first.low, first.high)
     told = f"this process {said}, the fresh process"
-    if measured is None or not improvement_agrees(measured, decide(measured, threshold), threshold):
-        return _withdrawn(first, measured, "a fresh process", told, slower=False)
-    if processes_apart(first, measured.change, threshold, slower=False):
-        return _withdrawn(first, measured, "a fresh process", told, APART, slower=False)
+    if measured is None or second is None:
+        return _withdrawn(first, measured, "a fresh process", told, slower=slower)
+    if processes_apart(first, measured.change, threshold, slower):
+        return _withdrawn(first, measured, "a fresh process", told, APART, slower=slower)
     text = change_text(measured.change)
+    if slower:  # its reason already says the re-measurement in fresh rounds confirmed it
+        return replace(first, reason=f"{first.reason} and in a fresh process ({text})")
     said = f"confirmed in a fresh process ({text})"
     reason = f"{first.reason}; {said}" if first.reason else said
     return replace(first, confirmed=True, reason=reason)

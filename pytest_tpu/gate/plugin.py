@@ -389,7 +389,7 @@ class GatePlugin:
     def _to_check_afresh(self, rows: list[Row]) -> list[str]:
         """Gated time rows a fresh process must read again (it re-measures time, not memory):
         those the gate is about to fail on, and improvements, which stand only if it agrees
-        (``compare._fresh_improvement``). A session with neither starts no process."""
+        (``compare._fresh_checked``). A session with neither starts no process."""
         found = [row for row in rows if row.regression or row.verdict == "faster"]
         gated = self._time_thresholds(found)
         return [row.nodeid for row in found if row.metric == "time" and row.nodeid in gated]
