@@ -73,6 +73,8 @@ class RunSummary:
     own: float | None = None
     # The mean of all rounds, for the tail check (``gate.tail``); None in runs saved before.
     mean: Estimate | None = None
+    # Seconds per GiB of copies larger than the CPU caches around the rounds (``bandwidth``).
+    memory_copy: Estimate | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +90,7 @@ class RunSummary:
             "others": self.others,
             "own": self.own,
             "mean": self.mean.to_json() if self.mean else None,
+            "memory_copy": self.memory_copy.to_json() if self.memory_copy else None,
         }
 
     @classmethod
@@ -126,6 +129,7 @@ class RunSummary:
             others=cores(others),
             own=cores(own),
             mean=_optional(data.get("mean")),
+            memory_copy=_optional(data.get("memory_copy")),
         )
 
 
@@ -144,6 +148,7 @@ def summarize(
     metrics: Mapping[str, float] | None = None,
     others: float | None = None,
     own: float | None = None,
+    memory_copy: Estimate | None = None,
 ) -> RunSummary | None:
     """Summarise a run's rounds (in measured order) and the kernel timed before each round."""
     raw = estimate(samples, lower_mean)
@@ -166,6 +171,7 @@ def summarize(
         others=others,
         own=own,
         mean=estimate(steady(samples), mean_of_all),
+        memory_copy=memory_copy,
     )
 
 

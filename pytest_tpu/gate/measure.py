@@ -4,6 +4,8 @@ widened by the machine's drift that the calibration may not have divided out."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 
 from pytest_tpu.gate.history import RunSummary, noise_logs, sessions
 from pytest_tpu.gate.model import MODES, UNTRACKED_DRIFT, Measured, Side
@@ -49,8 +51,19 @@ def measure(base: Side, current: RunSummary, threshold: float) -> Measured | Non
         return None
     best, mode = min(candidates, key=lambda pair: (pair[0].se, MODES.index(pair[1])))
     runs = sessions(base.runs)
-    saved = tuple(run.others for run in runs)
-    return Measured(best, mode, machine, len(runs), saved, current.others)
+    return machine_state(Measured(best, mode, machine, len(runs)), runs, current)
+
+
+def machine_state(measured: Measured, runs: Sequence[RunSummary], current: RunSummary) -> Measured:
+    """``measured`` with what the saved ``runs`` and ``current`` saw of the machine besides the
+    kernel: other processes' CPU use, and how fast memory was copied."""
+    return replace(
+        measured,
+        others_saved=tuple(run.others for run in runs),
+        others_now=current.others,
+        copy_saved=tuple(run.memory_copy for run in runs),
+        copy_now=current.memory_copy,
+    )
 
 
 def typical_drift(base: Side, current: RunSummary) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_tpu.gate.history import RunSummary, sessions
-from pytest_tpu.gate.stats import Change
+from pytest_tpu.gate.stats import Change, Estimate
 
 DEFAULT_THRESHOLD = 0.05  # the verdicts' threshold when no --fail-on-regression is given
 # Verdict thresholds of the other metrics when none is given: a first call (trace, compile)
@@ -125,6 +125,9 @@ class Measured:
     # CPU cores other processes took in each saved run and in this one (``contention``).
     others_saved: tuple[float | None, ...] = ()
     others_now: float | None = None
+    # Where the saved runs and this one timed copies larger than the caches (``bandwidth``).
+    copy_saved: tuple[Estimate | None, ...] = ()
+    copy_now: Estimate | None = None
 
 
 @dataclass(frozen=True)

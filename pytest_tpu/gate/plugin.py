@@ -23,8 +23,16 @@ from typing import Any
 
 import pytest
 
+from pytest_tpu.gate import (
+    bandwidth,
+    calibration,
+    contention,
+    fresh,
+    loading,
+    remeasure,
+    saving,
+)
 from pytest_tpu.gate import baseline as store
-from pytest_tpu.gate import calibration, contention, fresh, loading, remeasure, saving
 from pytest_tpu.gate.compare import (
     Row,
     Scope,
@@ -45,7 +53,7 @@ from pytest_tpu.gate.lines import (
     saved_span_note,
 )
 from pytest_tpu.gate.markers import marker_thresholds
-from pytest_tpu.gate.stats import relative_spread
+from pytest_tpu.gate.stats import Estimate, relative_spread
 from pytest_tpu.options import (
     REGRESSION_EXIT_CODE,
     SAVE_FAILED_EXIT_CODE,
@@ -61,6 +69,7 @@ NOISE_RUNS = 5  # runs per benchmark with --measure-noise, the normal run includ
 _DONE_STATUSES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, REGRESSION_EXIT_CODE)
 recording_key = pytest.StashKey[calibration.Recording]()
 use_key = pytest.StashKey["contention.Use | None"]()  # cores taken during the call
+copy_key = pytest.StashKey["Estimate | None"]()  # memory copies around the call (bandwidth)
 rerun_key = pytest.StashKey[str]()  # set while a benchmark is measured again: its label
 
 
@@ -89,10 +98,32 @@ def _summary(result: BenchResult, calibration: dict[str, Any] | None, **kw: Any)
     aligned = timings if len(timings) == len(result.samples) else []
     others = contention.cores((calibration or {}).get("others"))
     own = contention.cores((calibration or {}).get("own"))
+    copies = optional_estimate((calibration or {}).get("memory_copy"))
     metrics = metrics_of(result.extra_info)
-    run = summarize(result.samples, aligned, kind, metrics=metrics, others=others, own=own, **kw)
+    run = summarize(
+        result.samples,
+        aligned,
+        kind,
+        metrics=metrics,
+        others=others,
+        own=own,
+        memory_copy=copies,
+        **kw,
+    )
     assert run is not None  # passed results have samples
     return run
+
+
+def optional_estimate(data: object) -> Estimate | None:
+    """An estimate carried on a report (it may cross pytest-xdist as any JSON), or None."""
+    try:
+        return None if data is None else Estimate.from_json(data)
+    except ValueError:
+        return None
+
+
+def _json_of(found: Estimate | None) -> list[float] | None:
+    return None if found is None else found.to_json()
 
 
 def unmeasured_cause(config: pytest.Config) -> str:
@@ -202,11 +233,13 @@ class GatePlugin:
         item.stash[recording_key] = calibration.instrument(
             fixture, self.kernels, device, timer, prefer
         )
+        probe = bandwidth.Probe()  # first: its copies are this process's own CPU time
         meter = contention.Meter.start()
         try:
             return (yield)
         finally:
             item.stash[use_key] = meter.use()
+            item.stash[copy_key] = probe.finish()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -225,6 +258,7 @@ class GatePlugin:
                 "kind": record.kind,
                 "others": None if use is None else use.others,
                 "own": None if use is None else use.own,
+                "memory_copy": _json_of(item.stash.get(copy_key, None)),
             }
             setattr(report, remeasure.CALIBRATION_ATTR, data)
             del item.stash[recording_key]

@@ -8,7 +8,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from pytest_tpu.gate.history import RunSummary, sessions
-from pytest_tpu.gate.measure import carried, machine_change, typical_drift, with_drift
+from pytest_tpu.gate.measure import (
+    carried,
+    machine_change,
+    machine_state,
+    typical_drift,
+    with_drift,
+)
 from pytest_tpu.gate.model import Decision, Measured, Row, Side
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE, TAIL, Change, change
 from pytest_tpu.gate.verdict import (
@@ -34,8 +40,7 @@ def tail_measured(base: Side, current: RunSummary, threshold: float) -> Measured
     machine = machine_change(base, current)
     share = carried(base, current, "raw")
     found = with_drift(found, "raw", machine, typical_drift(base, current), share)
-    saved = tuple(run.others for run in saved_runs)
-    return Measured(found, "raw", machine, len(saved_runs), saved, current.others)
+    return machine_state(Measured(found, "raw", machine, len(saved_runs)), saved_runs, current)
 
 
 def tail(row: Row, measured: Measured | None, threshold: float, values: Mapping[str, float]) -> Row:

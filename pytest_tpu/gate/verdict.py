@@ -8,7 +8,7 @@ from dataclasses import replace
 from statistics import NormalDist
 from typing import Any
 
-from pytest_tpu.gate import contention
+from pytest_tpu.gate import bandwidth, contention
 from pytest_tpu.gate.history import DEFAULT_KEEP
 from pytest_tpu.gate.model import MACHINE_CONFIDENCE, Decision, Measured, Row
 from pytest_tpu.gate.stats import FAIL_CONFIDENCE, Change
@@ -56,10 +56,12 @@ def _also_explained(measured: Measured, why: str) -> str:
 
 def explained_by_machine(measured: Measured, slower: bool) -> str:
     """Why a change cannot be blamed on the code, or "": the machine's own drift (raw rounds),
-    or other processes' use of the CPUs (any mode: a kernel runs as fast as ever beside a
-    neighbour that slows the benchmark)."""
-    return _drift_explains(measured, slower) or contention.explains(
-        measured.others_saved, measured.others_now, slower
+    or other processes' use of the CPUs, or the host's memory speed (any mode: a kernel runs as
+    fast as ever beside a neighbour, or a host, that slows the benchmark)."""
+    return (
+        _drift_explains(measured, slower)
+        or contention.explains(measured.others_saved, measured.others_now, slower)
+        or bandwidth.explains(measured.copy_saved, measured.copy_now, measured.change, slower)
     )
 
 
