@@ -320,6 +320,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
         note=note,
         mode=mode if row.status == "compared" and row.metric == "time" else "",
         machine_pct=pct(row.machine),
+        memory_copy_pct=pct(row.memory_copy),
         noise_source=row.noise_source,
         detectable_pct=pct(row.detectable),
         confirmed=row.confirmed,

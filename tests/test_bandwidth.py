@@ -93,6 +93,8 @@ def test_a_regression_measured_while_memory_ran_slower_than_when_saved_is_held_b
     pytester.makepyfile(test_bench=BENCH.format(n=8000))  # four times the work
     gated = ("--compare=main", "--fail-on-regression=20", "--tpu-report=out.json")
     assert pytester.runpytest(*FAST, *gated).ret == REGRESSION_EXIT_CODE
+    (row,) = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
+    assert abs(row["memory_copy_pct"]) < 50  # the copies' change, shown on every row
     for run in history:  # as if the host had copied memory twice as fast when they were saved
         run["memory_copy"][0] -= math.log(2)
     path.write_text(json.dumps(document))
@@ -101,3 +103,4 @@ def test_a_regression_measured_while_memory_ran_slower_than_when_saved_is_held_b
     (row,) = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
     assert row["verdict"] == "inconclusive" and not row["regression"]
     assert "the machine copied memory more slowly than in the saved runs (+" in row["note"]
+    assert row["memory_copy_pct"] > 50

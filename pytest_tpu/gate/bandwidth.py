@@ -70,12 +70,16 @@ def copy_groups(groups: int = GROUPS, copies: int = COPIES) -> list[float]:
     few in a row: a burst that would make the run's location as noisy as it is. Fresh buffers
     each time, freed after: at this size numpy maps them from the kernel and unmaps them on
     release, so the benchmark's own memory figures and the allocator it uses are as they would
-    be without this. The first copy touches the pages and is not timed.
+    be without this. The first copy touches the pages and is not timed. Nothing (``[]``) where
+    the buffers cannot be had.
     """
     import numpy as np
 
-    source = np.ones(buffer_bytes() // 4, dtype=np.float32)
-    target = np.empty_like(source)
+    try:
+        source = np.ones(buffer_bytes() // 4, dtype=np.float32)
+        target = np.empty_like(source)
+    except MemoryError:  # a machine that cannot spare it: no copies, and nothing held back
+        return []
     try:
         np.copyto(target, source)
         fastest = []
@@ -114,9 +118,7 @@ def explains(
     host whose copies ran 10 % slower does not explain a benchmark 20 times slower). Nothing
     where any run was not measured (a baseline saved before this was recorded).
     """
-    if now is None or len(saved) < LEAST_SAVED or any(run is None for run in saved):
-        return ""
-    moved = change([run for run in saved if run is not None], now)
+    moved = copies_change(saved, now)
     if moved is None:
         return ""
     if slower:
@@ -133,3 +135,11 @@ def explains(
         "machine's CPUs; Keras steps moved about twice as much as such a copy here); compare "
         "when the machine is as it was when the baseline was saved, or use --compare-ref"
     )
+
+
+def copies_change(saved: Sequence[Estimate | None], now: Estimate | None) -> Change | None:
+    """How much slower the copies ran now than in at least ``LEAST_SAVED`` saved runs, or None
+    where that is not measured (too few saved runs, a run saved before copies were timed)."""
+    if now is None or len(saved) < LEAST_SAVED or any(run is None for run in saved):
+        return None
+    return change([run for run in saved if run is not None], now)

@@ -105,6 +105,7 @@ class Row:
     reason: str = ""
     threshold: float | None = None  # the time threshold its verdict was judged against
     statistic: str = ""  # "": the gate's location (module docstring); TAIL: the mean of all rounds
+    memory_copy: float | None = None  # how much slower the host copied memory (``bandwidth``)
 
 
 comparison_key = pytest.StashKey[list[Row]]()

@@ -134,6 +134,7 @@ def with_change(row: Row, found: Change) -> Row:
 def row_of(measured: Measured, decision: Decision, common: dict[str, Any], forced: bool) -> Row:
     """The row of a decided comparison; ``common`` names the benchmark and its values."""
     machine = measured.machine
+    copies = bandwidth.copies_change(measured.copy_saved, measured.copy_now)
     row = Row(
         status="compared",
         verdict=decision.verdict,
@@ -143,6 +144,7 @@ def row_of(measured: Measured, decision: Decision, common: dict[str, Any], force
         machine=None if machine is None else machine.estimate,
         reason=decision.reason,
         threshold=decision.threshold,
+        memory_copy=None if copies is None else copies.estimate,
         **common,
     )
     return with_change(row, measured.change)

@@ -176,6 +176,8 @@ def row_details(row: ComparisonRow) -> str:
         parts.insert(0, f"baseline, current and change: the {TAIL} (slow calls in the tail)")
     if row.machine_pct is not None:
         parts.append(f"machine {row.machine_pct:+.1f}% vs baseline")
+    if row.memory_copy_pct is not None and "copied memory" not in said:
+        parts.append(f"memory copies {row.memory_copy_pct:+.1f}%")
     if row.noise_source and row.noise_source not in said:
         parts.append(f"noise: {row.noise_source}")
     detectable = row.detectable_pct

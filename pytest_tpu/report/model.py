@@ -159,3 +159,5 @@ class ComparisonRow:
     # (raw), the middle half of paired ratios (paired), ratios to the calibration kernel
     # (calibrated), or the mean of all rounds (a row failed on slow calls in the tail).
     statistic: str = ""
+    # How much slower the host copied memory than in the saved runs (in %; ``gate.bandwidth``).
+    memory_copy_pct: float | None = None
