@@ -1,5 +1,6 @@
 """Judge a gate experiment's saved sessions again, offline, under other drift rules (and without
-the check of other processes' use of the CPUs, ``gate.contention``).
+the check of other processes' use of the CPUs, ``gate.contention``, or with other rules for the
+host's memory copies, ``gate.bandwidth``).
 
 ``run.py --keep DIR`` saves each comparison session's own summaries as ``current-NN.json`` beside
 the baseline history ``exp.json``. This compares them again with the gate's code, once per rule
@@ -26,8 +27,8 @@ from typing import Protocol
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
+from pytest_tpu.gate import bandwidth, compare, contention, measure, model  # noqa: E402
 from pytest_tpu.gate import baseline as store  # noqa: E402
-from pytest_tpu.gate import compare, contention, measure, model  # noqa: E402
 from pytest_tpu.gate.stats import Change, widened  # noqa: E402
 
 ARMS = (0.0, 0.05, 0.10)
@@ -101,27 +102,36 @@ def _blind(saved: object, now: object, slower: bool, cpus: int | None = None) ->
     return ""
 
 
-# name: (the drift rule, whether other processes' use of the CPUs is checked)
-RULES: dict[str, tuple[Rule, bool]] = {
-    "variance beyond (main)": (measure.with_drift, True),
-    "main without contention": (measure.with_drift, False),
-    "both ways (before trial 29)": (both_ways, True),
-    "prior shares (before trial 27)": (prior_share, True),
-    "beyond twice (old)": (beyond_twice, False),
-    "none": (no_allowance, False),
+def _unseen(*args: object) -> str:
+    """No check of the host's memory copies (``bandwidth``): the gate before ``9b62f7c``."""
+    return ""
+
+
+# name: (the drift rule, whether other processes' use of the CPUs is checked, whether the host's
+# memory copies are)
+RULES: dict[str, tuple[Rule, bool, bool]] = {
+    "variance beyond (main)": (measure.with_drift, True, True),
+    "main without copies": (measure.with_drift, True, False),
+    "main without contention": (measure.with_drift, False, True),
+    "both ways (before trial 29)": (both_ways, True, True),
+    "prior shares (before trial 27)": (prior_share, True, True),
+    "beyond twice (old)": (beyond_twice, False, False),
+    "none": (no_allowance, False, False),
 }
 
 
 @contextmanager
-def rule(chosen: tuple[Rule, bool]) -> Iterator[None]:
-    saved, busier = measure.with_drift, contention.explains
+def rule(chosen: tuple[Rule, bool, bool]) -> Iterator[None]:
+    saved, busier, copies = measure.with_drift, contention.explains, bandwidth.explains
     measure.with_drift = chosen[0]
     if not chosen[1]:
         contention.explains = _blind
+    if not chosen[2]:
+        bandwidth.explains = _unseen
     try:
         yield
     finally:
-        measure.with_drift, contention.explains = saved, busier
+        measure.with_drift, contention.explains, bandwidth.explains = saved, busier, copies
 
 
 def judged(folder: Path, threshold: float) -> Iterator[tuple[str, str, str, float, compare.Row]]:
