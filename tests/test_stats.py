@@ -219,3 +219,43 @@ def test_the_stated_detectable_change_is_called_slower_four_times_in_five(df):
         estimated_se = se * math.sqrt(sum(rng.gauss(0, 1) ** 2 for _ in range(df)) / df)
         caught += estimate / estimated_se >= critical
     assert 0.76 < caught / trials < 0.84
+
+
+def test_a_session_further_from_the_saved_runs_than_they_lie_apart_assumes_what_one_run_does():
+    """g36 and new-user trial 30: runs saved within 2-3 minutes agreed within 5 %, and sessions
+    minutes later failed unchanged Keras steps at +27 to +57 %. Their spread measures sessions as
+    close together as they were; beyond that, at least what one saved run assumes."""
+    from pytest_tpu.gate.history import RunSummary, beyond_reach
+
+    def saved(when: str) -> RunSummary:
+        return RunSummary(rounds=30, raw=Estimate(0.0, 0.01, 0.02, 8), when=when)
+
+    loop = [saved(f"2026-11-27T21:3{m}:00+00:00") for m in (5, 6, 7)]  # within 2 min
+    assert beyond_reach(loop, "2026-11-27T21:38:30+00:00") == ""  # nearer than they lie apart
+    assert beyond_reach(loop, "2026-11-27T21:41:10+00:00") == (
+        "3 saved runs within 2 min, the last 4 min before"
+    )
+    same_second = [loop[0], loop[0]]  # runs saved in a loop of a test: seconds apart
+    assert beyond_reach(same_second, "2026-11-27T21:35:50+00:00") == ""  # within a minute
+    days = [saved(f"2026-11-2{d}T09:00:00+00:00") for d in (3, 5, 7)]  # saved over days by CI
+    assert beyond_reach(days, "2026-11-27T21:41:48+00:00") == ""
+    assert beyond_reach([*loop[:2], saved("")], "2026-11-27T21:41:48+00:00") == ""  # unknown
+
+    history = [Estimate(math.log(0.0045) + d, 0.01, 0.03, 8) for d in (0, 0.02, -0.02, 0.01, 0)]
+    slow = Estimate(math.log(0.0045 * 1.40), 0.01, 0.03, 8)  # trial 30's first reading
+    near = change(history, slow, assumed=0.05)
+    assert near is not None and near.p_slower > FAIL_CONFIDENCE and near.measured
+    far = change(
+        history, slow, assumed=0.05, beyond="5 saved runs within 3 min, the last 4 min before"
+    )
+    assert far is not None and far.p_slower < FAIL_CONFIDENCE and not far.measured
+    assert far.source == (
+        "5 saved runs within 3 min, the last 4 min before this session: at least 5.0% assumed, as "
+        "for one saved run (how much sessions further apart differ is not measured)"
+    )
+    # Far beyond the threshold it still speaks: three times slower is sure.
+    tripled = Estimate(math.log(0.0045 * 3), 0.01, 0.03, 8)
+    sure = change(
+        history, tripled, assumed=0.05, beyond="5 saved runs within 3 min, the last 4 min before"
+    )
+    assert sure is not None and sure.p_slower > FAIL_CONFIDENCE

@@ -43,6 +43,9 @@ from pytest_tpu.files import write_text_atomic
 from pytest_tpu.options import Settings
 
 OUT_ENV = "PYTEST_TPU_FRESH_OUT"  # set for the child: where it writes its measurements
+# Set for the child: when the session it checks started. It reads that session's rows again, so
+# it lies as far from the saved runs as that session does (``history.beyond_reach``).
+WHEN_ENV = "PYTEST_TPU_FRESH_WHEN"
 # What the child must not do: write the user's reports, save a baseline, gate, start a base.
 _OFF = (
     "fail_on_regression",
@@ -116,7 +119,7 @@ def command(config: pytest.Config, settings: Settings, nodeids: Sequence[str]) -
 
 
 def measure(
-    config: pytest.Config, settings: Settings, nodeids: Sequence[str], spent_s: float
+    config: pytest.Config, settings: Settings, nodeids: Sequence[str], spent_s: float, when: str
 ) -> Fresh:
     """Run ``nodeids`` in a new pytest process; never raises (a problem is a finding)."""
     timeout = START_S + SLACK * spent_s
@@ -124,6 +127,7 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="pytest-tpu-fresh-") as folder:
         out = Path(folder) / "measurements.json"
         env[OUT_ENV] = str(out)
+        env[WHEN_ENV] = when
         try:
             done = subprocess.run(
                 command(config, settings, nodeids),

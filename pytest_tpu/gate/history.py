@@ -11,12 +11,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from pytest_tpu.gate.contention import cores
 from pytest_tpu.gate.stats import Estimate, estimate, lower_mean, midmean, round_ratios
 from pytest_tpu.gate.stats import mean as mean_of_all
 
+# A session this soon after the last saved run is as near to them as saved runs are to each other
+# at best: ``when`` is kept to the second, and runs saved in a loop lie seconds apart.
+NEAR_S = 60
 DEFAULT_KEEP = 5  # runs kept per benchmark and baseline name (--tpu-baseline-history)
 SOURCES = ("run", "noise")
 # One value per run of the metrics gated besides time, from extra_info, the first key present
@@ -196,3 +200,44 @@ def noise_logs(history: Sequence[RunSummary], mode: str) -> list[float]:
         if run.source == "noise" and part is not None and math.isfinite(part.log):
             out.append(part.log)
     return out
+
+
+def moment(when: str) -> datetime | None:
+    """A run's start, in UTC, or None where it was not recorded or cannot be read."""
+    try:
+        found = datetime.fromisoformat(when)
+    except (TypeError, ValueError):
+        return None
+    return found if found.tzinfo is not None else None
+
+
+def duration(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def beyond_reach(history: Sequence[RunSummary], when: str) -> str:
+    """Where a session started (``when``) further from the last of its saved runs than they lie
+    from each other, and more than ``NEAR_S`` after it, what they span; else "" (also where a
+    saved run's time is not known).
+
+    Their spread is the noise of sessions as far apart as they were, and no more: five runs
+    saved within 2.5 minutes had unchanged Keras models within 5 % of each other, and sessions
+    of the next 25 minutes read the CNN up to 57 % slower and failed it (g36); new-user trial
+    30 failed an unchanged GRU step at +26.7 % four minutes after five runs saved within three.
+    """
+    runs = [run for run in history if run.source == "run"]
+    times = sorted(t for run in runs if (t := moment(run.when)))
+    now = moment(when)
+    if len(times) < 2 or len(times) != len(runs) or now is None:
+        return ""  # a run saved without its time (or one saved run): nothing to tell
+    span, after = times[-1] - times[0], now - times[-1]
+    if after <= span or after.total_seconds() <= NEAR_S:
+        return ""
+    return f"{len(times)} saved runs within {duration(span)}, the last {duration(after)} before"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from pytest_tpu.gate.compare import Row, compared
-from pytest_tpu.gate.history import RunSummary
+from pytest_tpu.gate.history import RunSummary, duration, moment
 from pytest_tpu.gate.stats import (
     CONFIDENCE,
     FAIL_CONFIDENCE,
@@ -247,7 +247,7 @@ def saved_span_note(runs: Iterable[RunSummary], now: datetime) -> str:
     what the evidence spans and where to get more: runs saved at other times, or both sides in
     one job.
     """
-    times = sorted(t for run in runs if run.source == "run" and (t := _moment(run.when)))
+    times = sorted(t for run in runs if run.source == "run" and (t := moment(run.when)))
     if len(times) < 2:
         return ""
     span, after = times[-1] - times[0], now - times[-1]
@@ -255,32 +255,12 @@ def saved_span_note(runs: Iterable[RunSummary], now: datetime) -> str:
         return ""
     return (
         f"the saved runs these regressions were measured against were saved within "
-        f"{_duration(span)} ({times[0]:%Y-%m-%d %H:%M}-{times[-1]:%H:%M} UTC) and this session ran "
-        f"{_duration(after)} after the last of them: their spread is how much sessions that close "
+        f"{duration(span)} ({times[0]:%Y-%m-%d %H:%M}-{times[-1]:%H:%M} UTC) and this session ran "
+        f"{duration(after)} after the last of them: their spread is how much sessions that close "
         "together differ, and sessions further apart can differ by more on a shared machine. "
         "Runs saved at other times (from CI on main) measure that; --compare-ref=REF measures "
         "base and head in one job (README: 'Saved runs over time')"
     )
-
-
-def _moment(when: str) -> datetime | None:
-    """A saved run's start, in UTC, or None where it was not recorded or cannot be read."""
-    try:
-        moment = datetime.fromisoformat(when)
-    except (TypeError, ValueError):
-        return None
-    return moment if moment.tzinfo is not None else None
-
-
-def _duration(span: timedelta) -> str:
-    seconds = span.total_seconds()
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
 
 
 def noise_line(nodeid: str, raw: float | None, calibrated: float | None, runs: int) -> str:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pytest_tpu.gate.history import RunSummary, noise_logs, sessions
+from pytest_tpu.gate.history import RunSummary, beyond_reach, noise_logs, sessions
 from pytest_tpu.gate.model import MODES, UNTRACKED_DRIFT, Measured, Side
 from pytest_tpu.gate.stats import (
     Change,
@@ -30,7 +30,7 @@ def _mode_change(base: Side, current: RunSummary, mode: str, threshold: float) -
     extra = noise_logs(base.runs, mode)
     if extra and len(runs) == 1:
         extra.append(history[0].log)
-    return change(history, now, extra, assumed=threshold)
+    return change(history, now, extra, assumed=threshold, beyond=beyond_reach(runs, current.when))
 
 
 def measure(base: Side, current: RunSummary, threshold: float) -> Measured | None:

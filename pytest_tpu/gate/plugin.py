@@ -149,7 +149,9 @@ class GatePlugin:
         self.lines: list[str] = []
         self.seen = Measurements()
         self.kernels = calibration.Kernels(_timer(config))
-        self.when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        # A fresh process checking a session is dated as that session (``fresh.WHEN_ENV``).
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.when = os.environ.get(fresh.WHEN_ENV) or started
         self.failing: list[str] = []
         self.kernel_kinds: dict[str, str] = {}
         self._env: dict[str, Any] | None = None
@@ -413,7 +415,7 @@ class GatePlugin:
             again = fresh.replayed([result.nodeid for result in results.passed], checking)
             spent = math.fsum(self.spent.get(nodeid, 0.0) for nodeid in again)
             rows = self._rows(
-                session, results, fresh.measure(self.config, self.settings, again, spent)
+                session, results, fresh.measure(self.config, self.settings, again, spent, self.when)
             )
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(str(self.baseline.path), rows)

@@ -310,6 +310,7 @@ def between_sessions(
     extra: Sequence[float] = (),
     current: Estimate | None = None,
     assumed: float = 0.0,
+    beyond: str = "",
 ) -> Noise:
     """How much a session's location varies from session to session.
 
@@ -336,8 +337,34 @@ def between_sessions(
         source = f"{len(history)} saved runs"
         if floor > measured:
             source += f" (at least the spread of blocks within a run, {math.sqrt(floor):.1%})"
-        return Noise(max(measured, floor), len(history) - 1, source, True)
+        found = Noise(max(measured, floor), len(history) - 1, source, True)
+        return _beyond(found, [*history, *([current] if current else [])], extra, assumed, beyond)
     return _assumed([*history, *([current] if current else [])], extra, assumed)
+
+
+def _beyond(
+    found: Noise, runs: Sequence[Estimate], extra: Sequence[float], assumed: float, beyond: str
+) -> Noise:
+    """``found``, or where this session lies further from the saved runs than they lie from each
+    other (``beyond`` says how: ``history.beyond_reach``), no less than one saved run assumes.
+
+    The saved runs' spread measures sessions as close together as they were; how much sessions
+    further apart differ is not measured, so it is assumed as for one saved run: at least the
+    threshold (or what they measured, where that is more), as uncertain as three saved runs
+    would leave it.
+    """
+    if not beyond:
+        return found
+    one = _assumed(runs, extra, assumed)
+    variance = max(found.variance, one.variance)
+    source = (
+        f"{beyond} this session: at least {_expm1(math.sqrt(variance)):.1%} assumed, as for one "
+        "saved run (how much sessions further apart differ is not measured)"
+    )
+    # As uncertain as one saved run's assumption, whichever variance is larger: a spread measured
+    # minutes apart is no better known for sessions further apart (trial 30: 9 % measured from
+    # five runs, 4 degrees of freedom, failed an unchanged GRU step at +40 %).
+    return Noise(variance, ONE_RUN_DF, source, False)
 
 
 def _assumed(runs: Sequence[Estimate], extra: Sequence[float], assumed: float) -> Noise:
@@ -401,6 +428,7 @@ def change(
     current: Estimate,
     extra: Sequence[float] = (),
     assumed: float = 0.0,
+    beyond: str = "",
 ) -> Change | None:
     """The change of ``current`` against the mean of ``history``, with an honest interval.
 
@@ -412,7 +440,7 @@ def change(
         return None
     base = math.fsum(h.log for h in history) / len(history)
     delta = current.log - base
-    noise = between_sessions(history, extra, current, assumed)
+    noise = between_sessions(history, extra, current, assumed, beyond)
     within_history = math.fsum(_sq(h.se) for h in history) / len(history)
     parts = [
         (noise.variance * (1 + 1 / len(history)), noise.df),

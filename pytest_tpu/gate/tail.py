@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from pytest_tpu.gate.history import RunSummary, sessions
+from pytest_tpu.gate.history import RunSummary, beyond_reach, sessions
 from pytest_tpu.gate.measure import (
     carried,
     machine_change,
@@ -34,7 +34,9 @@ def tail_measured(base: Side, current: RunSummary, threshold: float) -> Measured
     history = [run.mean for run in runs if run.mean is not None]
     if current.mean is None or not history or len(history) != len(runs):
         return None
-    found = change(history, current.mean, assumed=threshold)
+    found = change(
+        history, current.mean, assumed=threshold, beyond=beyond_reach(runs, current.when)
+    )
     if found is None:
         return None
     machine = machine_change(base, current)
