@@ -3,6 +3,10 @@
 - ``neighbour``: one process keeping one core busy in random bursts of 1-5 s, idle 1-5 s between
 - ``steady``: one process keeping one core busy all the time
 - ``both``: two bursty neighbours, each on its own random schedule, so at times both cores are busy
+- ``memory``: one process copying a 256 MiB buffer, far larger than any cache, in random bursts of
+  1-5 s, idle 1-5 s between: it takes one core and much of the host's memory bandwidth, the
+  neighbour a data loader or another job's training step is, which slows Keras models' steps more
+  than it slows a CPU-bound kernel
 """
 
 from __future__ import annotations
@@ -24,8 +28,24 @@ _STEADY = (
     "    end = time.monotonic() + 0.5\n"  # look for the stop file twice a second
     "    while time.monotonic() < end: pass\n"
 )
+_MEMORY = (
+    # Filled by multiplication so that every page is written: a fresh bytearray's pages would
+    # all read the kernel's one zero page from the cache.
+    "size = 256 << 20\n"
+    "source, target = bytearray(b'\\x01') * size, bytearray(size)\n"
+    "while not stop.exists():\n"
+    "    end = time.monotonic() + random.uniform(1, 5)\n"
+    "    while time.monotonic() < end: target[:] = source\n"
+    "    time.sleep(random.uniform(1, 5))\n"
+)
 # What each condition starts: one loop per process.
-STATES = {"quiet": (), "neighbour": (_BURSTS,), "steady": (_STEADY,), "both": (_BURSTS, _BURSTS)}
+STATES = {
+    "quiet": (),
+    "neighbour": (_BURSTS,),
+    "steady": (_STEADY,),
+    "both": (_BURSTS, _BURSTS),
+    "memory": (_MEMORY,),
+}
 
 
 def _start(loop: str, stop: Path) -> subprocess.Popen[bytes]:

@@ -2,14 +2,14 @@
 
 For each machine condition (``experiments/conditions.py``: quiet; a neighbour keeping one core busy
 in random bursts of 1-5 s; one keeping a core busy all the time, ``steady``; two bursty ones,
-``both``; or ``quiet>neighbour``: the history saved in one, the comparisons made in the other) this
-saves a baseline history of ``--history`` sessions of ``workloads.py`` (four kinds of work,
-both pytest-benchmark styles, three identical copies each), then runs ``--repeats`` comparison
-sessions. In session ``i`` the copies do 0 %, 5 % and 10 % more work, rotated, so every session
-measures all three arms under the same machine state. Each session gates twice on the same
-rounds: pytest-tpu (``--compare --fail-on-regression``) and pytest-benchmark
-(``--benchmark-compare-fail=median:PCT%``). Prints, per workload, style and arm, how often each
-failed, and for pytest-tpu how the rest were judged.
+``both``; one copying memory in bursts, ``memory``; or ``quiet>neighbour``: the history saved in
+one, the comparisons made in the other) this saves a baseline history of ``--history`` sessions of
+``workloads.py`` (four kinds of work, both pytest-benchmark styles, three identical copies each),
+then runs ``--repeats`` comparison sessions. In session ``i`` the copies do 0 %, 5 % and 10 % more
+work, rotated, so every session measures all three arms under the same machine state. Each session
+gates twice on the same rounds: pytest-tpu (``--compare --fail-on-regression``) and
+pytest-benchmark (``--benchmark-compare-fail=median:PCT%``). Prints, per workload, style and arm,
+how often each failed, and for pytest-tpu how the rest were judged.
 
 ``--save-every N`` saves one more run of the unchanged work after every N comparison sessions
 (the last ``--history`` kept), the way CI on main saves between pull requests' runs, so that the
@@ -292,7 +292,8 @@ def main() -> None:
     parser.add_argument(
         "--conditions",
         default="quiet,neighbour",
-        help="comma list: quiet, neighbour, steady, both, or A>B (history in A, compared in B)",
+        help="comma list: quiet, neighbour, steady, both, memory, "
+        "or A>B (history in A, compared in B)",
     )
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep baselines and logs in this folder")

@@ -9,7 +9,7 @@ each benchmark, so the gate measures how much sessions differ instead of assumin
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -222,6 +222,28 @@ def duration(span: timedelta) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+@dataclass(frozen=True)
+class Reach:
+    """When saved runs were taken, and how far a later session lies from the last of them."""
+
+    times: list[datetime]  # sorted, the saved runs whose time is known
+    span: timedelta  # first to last of them
+    after: timedelta  # last of them to the session
+
+
+def saved_reach(runs: Iterable[RunSummary], now: datetime) -> Reach | None:
+    """The saved runs' span and this session's distance from them, where the session lies
+    further from the last of them than they lie from each other; else None (also with fewer
+    than two runs of known time). Shared by the verdict (``beyond_reach``) and the summary
+    line that says so (``lines.saved_span_note``), so both read the same runs the same way.
+    """
+    times = sorted(t for run in runs if run.source == "run" and (t := moment(run.when)))
+    if len(times) < 2:
+        return None
+    span, after = times[-1] - times[0], now - times[-1]
+    return Reach(times, span, after) if after > span else None
+
+
 def beyond_reach(history: Sequence[RunSummary], when: str) -> str:
     """Where a session started (``when``) further from the last of its saved runs than they lie
     from each other, and more than ``NEAR_S`` after it, what they span; else "" (also where a
@@ -233,11 +255,11 @@ def beyond_reach(history: Sequence[RunSummary], when: str) -> str:
     30 failed an unchanged GRU step at +26.7 % four minutes after five runs saved within three.
     """
     runs = [run for run in history if run.source == "run"]
-    times = sorted(t for run in runs if (t := moment(run.when)))
     now = moment(when)
-    if len(times) < 2 or len(times) != len(runs) or now is None:
+    reach = saved_reach(runs, now) if now is not None else None
+    if reach is None or len(reach.times) != len(runs):
         return ""  # a run saved without its time (or one saved run): nothing to tell
-    span, after = times[-1] - times[0], now - times[-1]
-    if after <= span or after.total_seconds() <= NEAR_S:
+    if reach.after.total_seconds() <= NEAR_S:
         return ""
-    return f"{len(times)} saved runs within {duration(span)}, the last {duration(after)} before"
+    within, after = duration(reach.span), duration(reach.after)
+    return f"{len(reach.times)} saved runs within {within}, the last {after} before"

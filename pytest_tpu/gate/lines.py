@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from pytest_tpu.gate.compare import Row, compared
-from pytest_tpu.gate.history import RunSummary, duration, moment
+from pytest_tpu.gate.history import RunSummary, duration, saved_reach
 from pytest_tpu.gate.stats import (
     CONFIDENCE,
     FAIL_CONFIDENCE,
@@ -247,17 +247,15 @@ def saved_span_note(runs: Iterable[RunSummary], now: datetime) -> str:
     what the evidence spans and where to get more: runs saved at other times, or both sides in
     one job.
     """
-    times = sorted(t for run in runs if run.source == "run" and (t := moment(run.when)))
-    if len(times) < 2:
+    reach = saved_reach(runs, now)
+    if reach is None:
         return ""
-    span, after = times[-1] - times[0], now - times[-1]
-    if after <= span:
-        return ""
+    first, last = reach.times[0], reach.times[-1]
     return (
         f"the saved runs these regressions were measured against were saved within "
-        f"{duration(span)} ({times[0]:%Y-%m-%d %H:%M}-{times[-1]:%H:%M} UTC) and this session ran "
-        f"{duration(after)} after the last of them: their spread is how much sessions that close "
-        "together differ, and sessions further apart can differ by more on a shared machine. "
+        f"{duration(reach.span)} ({first:%Y-%m-%d %H:%M}-{last:%H:%M} UTC) and this session ran "
+        f"{duration(reach.after)} after the last of them: their spread is how much sessions that "
+        "close together differ, and sessions further apart can differ by more on a shared machine. "
         "Runs saved at other times (from CI on main) measure that; --compare-ref=REF measures "
         "base and head in one job (README: 'Saved runs over time')"
     )
