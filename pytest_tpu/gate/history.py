@@ -254,12 +254,11 @@ def beyond_reach(history: Sequence[RunSummary], when: str) -> str:
     of the next 25 minutes read the CNN up to 57 % slower and failed it (g36); new-user trial
     30 failed an unchanged GRU step at +26.7 % four minutes after five runs saved within three.
     """
-    runs = [run for run in history if run.source == "run"]
     now = moment(when)
-    reach = saved_reach(runs, now) if now is not None else None
-    if reach is None or len(reach.times) != len(runs):
-        return ""  # a run saved without its time (or one saved run): nothing to tell
-    if reach.after.total_seconds() <= NEAR_S:
+    reach = saved_reach(history, now) if now is not None else None
+    saved = sum(run.source == "run" for run in history)
+    # A run saved without its time (or one saved run): nothing to tell.
+    if reach is None or len(reach.times) != saved or reach.after.total_seconds() <= NEAR_S:
         return ""
     within, after = duration(reach.span), duration(reach.after)
     return f"{len(reach.times)} saved runs within {within}, the last {after} before"
