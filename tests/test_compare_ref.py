@@ -343,6 +343,72 @@ def test_five_pairs_that_leave_a_regression_open_leaning_slower_are_joined_by_mo
     assert len(worktrees(repo)) == 1
 
 
+# Three benchmarks whose first head process is offset from every later one (as if its buffers
+# had landed elsewhere): `test_far` a real +20 % that its first pair reads in full and every new
+# pair at +2 % (its first processes 15 % off); `test_steady` the same code on both sides, no
+# offset; `test_hidden` a real +10 % that its first pair's offset makes read +0.1 %.
+OWN = """
+import time
+from pathlib import Path
+
+COUNTER = Path(r"{counter}")
+FIRST = {{"far": 1.0, "steady": 1.0, "hidden": 0.91}}
+LATER = {{"far": 0.85, "steady": 1.0, "hidden": 1.0}}
+SLOW = {{"far": 1.2, "steady": 1.0, "hidden": 1.1}} if {head} else {{}}
+INDEX = None
+if {head}:
+    INDEX = len(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text("x" * (INDEX + 1))
+
+def work(name):
+    if INDEX is None:  # the base's code
+        factor = 1.0
+    else:
+        factor = SLOW[name] * (FIRST if INDEX == 0 else LATER)[name]
+    time.sleep(0.003 * factor)
+
+def test_far(benchmark):
+    benchmark.pedantic(work, args=("far",), rounds=30, warmup_rounds=1)
+
+def test_steady(benchmark):
+    benchmark.pedantic(work, args=("steady",), rounds=30, warmup_rounds=1)
+
+def test_hidden(benchmark):
+    benchmark.pedantic(work, args=("hidden",), rounds=30, warmup_rounds=1)
+"""
+
+
+def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_pair_disagrees(
+    repo,
+):
+    counter = repo.path.parent / f"{repo.path.name}-heads"
+    commit(repo, "base", test_bench=OWN.format(counter=counter, head=False))
+    commit(repo, "head", test_bench=OWN.format(counter=counter, head=True))
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    # `test_far`'s new pair withdraws its +20 % and shows its first pair 15 % off. That warns of
+    # the other rows the first pair alone called unchanged; each is measured by a new pair of
+    # its own, whose reading decides (trial 30: a Python function's offset held every other row
+    # of unchanged code inconclusive, "detects 45 %").
+    result.stdout.fnmatch_lines(
+        ["re-measured 1 regression(s) in a new pair of processes*(regressions: 0 confirmed, "
+         "1 withdrawn); the first pair's processes read *% off by the rows measured again: "
+         "2 row(s) it alone called unchanged measured by a new pair of their own: "
+         "1 unchanged there too, 1 inconclusive [[]* s]"]
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK
+    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    found = {row["name"].split("::")[1]: row for row in rows}
+    steady, hidden = found["test_steady"], found["test_hidden"]
+    assert steady["verdict"] == "unchanged", steady
+    assert "of its own read it" in steady["note"] and "within the threshold too" in steady["note"]
+    # The hidden +10 %: unchanged by its first pair alone, +10 % by its own new pair.
+    assert hidden["verdict"] == "inconclusive" and hidden["regression"] is False
+    assert abs(hidden["change_pct"]) < 2.5 < 10 < hidden["detectable_pct"]
+    assert "a new pair of processes of its own read it +" in hidden["note"]
+    assert len(worktrees(repo)) == 1
+
+
 # The first pair reads about +7.5 %, between half the 10 % threshold and the threshold; later
 # pairs read SLOW.
 UNDER = {"offsets": "[1.075 / SLOW, 1.0, 1.0, 1.0, 1.0]", "seconds": 0.006, "rounds": 30}

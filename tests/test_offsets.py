@@ -9,7 +9,7 @@ import pytest
 
 from pytest_tpu.gate.lines import gate_lines
 from pytest_tpu.results import BenchResult
-from pytest_tpu.sameref.offsets import allowed_for, first_pair_offset
+from pytest_tpu.sameref.offsets import Offset, allowed_for, by_own_pair, first_pair_offset, vouches
 from pytest_tpu.sameref.rows import compare_one
 from pytest_tpu.sameref.turns import HEAD, Rounds, turn_of
 
@@ -94,3 +94,35 @@ def test_without_rows_measured_again_there_is_no_estimate():
     # A new pair that measured nothing (its row missing) tells nothing either.
     assert first_pair_offset({AGAIN: hidden}, {AGAIN: [None]}, {AGAIN: 0.05}) is None
     assert allowed_for(hidden, 0.05, None) == hidden
+
+
+def test_a_row_held_by_another_s_offset_is_judged_on_a_new_pair_of_its_own():
+    # Trial 30: a Python function measured again read 12 % off and held an unchanged numpy row,
+    # +0.4 % [+0.2, +0.7], inconclusive. A new pair of its own decides instead.
+    steady = first_pair(NUMPY, slower=0.0, offset=0.0)
+    far = Offset(rms=0.12, count=1, largest=AGAIN, largest_log=0.12)
+    held = allowed_for(steady, 0.05, far)
+    assert held.verdict == "inconclusive"
+    agrees = by_own_pair(steady, held, 0.05, pair_report(100 * steady.change + 0.1, 0.2))
+    assert agrees.verdict == "unchanged" and "within the threshold too" in agrees.reason
+    # Its own pair reads the slowdown the first pair's offset hid: inconclusive, saying so.
+    hidden = first_pair(NUMPY, slower=0.05, offset=-0.05)
+    assert hidden.verdict == "unchanged"
+    row = by_own_pair(hidden, allowed_for(hidden, 0.05, far), 0.05, pair_report(5.1, 0.3))
+    assert row.verdict == "inconclusive" and row.regression is False
+    assert "of its own read it +5.1% [+4.8%, +5.4%]" in row.reason
+    assert row.detectable > 0.05
+    # A pair that gives nothing leaves the warning as it was.
+    assert by_own_pair(steady, held, 0.05, None).verdict == "inconclusive"
+
+
+@pytest.mark.parametrize(
+    ("change", "half_width", "vouched"),
+    [(0.3, 0.2, True), (-3.0, 0.5, True), (1.5, 0.2, False), (0.5, 2.5, False), (9.7, 0.05, False)],
+)
+def test_a_new_pair_vouches_only_for_what_one_pair_would_call_unchanged(
+    change, half_width, vouched
+):
+    # +9.7 % [+9.65, +9.75] lies within a 10 % threshold, and a nested session that checks
+    # readings calls it unchanged; one pair alone would not (an offset could hide the rest).
+    assert vouches(pair_report(change, half_width), 0.05 if change < 9 else 0.10) is vouched

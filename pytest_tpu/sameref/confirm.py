@@ -213,7 +213,8 @@ def remeasure(
     # What the new pairs read shows how far apart the first pair's processes were: the rows that
     # pair alone called ``unchanged`` must leave room for that much (``offsets``).
     pairs_of = {n: later.get(n) or [again.get(n), more.get(n)] for n in measured}
-    judged, note = _offset_allowed(judged, by_id, pairs_of, thresholds, set(measured))
+    at = _Nested(commit, pct, rootdir, measuring, swap)
+    judged, note = _offset_allowed(judged, by_id, pairs_of, thresholds, set(measured), at)
     return judged, line + _outcome(judged, failing, improving, under) + note
 
 
@@ -223,20 +224,42 @@ def _offset_allowed(
     pairs_of: Mapping[str, Sequence[Mapping[str, Any] | None]],
     thresholds: Mapping[str, float],
     measured: set[str],
+    at: _Nested,
 ) -> tuple[list[Row], str]:
     """``judged`` with the rows only the first pair measured held to the offset the rows
-    measured again show (``offsets.allowed_for``), and what the summary line adds."""
+    measured again show (``offsets.allowed_for``), each such row then judged on a new pair of
+    its own (``offsets.by_own_pair``), and what the summary line adds."""
     offset = offsets.first_pair_offset(first, pairs_of, thresholds)
     out = [
         row if row.nodeid in measured else offsets.allowed_for(row, thresholds[row.nodeid], offset)
         for row in judged
     ]
-    held = sum(new.verdict != old.verdict for new, old in zip(out, judged, strict=True))
+    held = [new.nodeid for new, old in zip(out, judged, strict=True) if new.verdict != old.verdict]
     if offset is None or not held:
         return out, ""
-    return out, (
+    note = (
         f"; the first pair's processes read {math.expm1(offset.rms):.1%} off by the rows "
-        f"measured again: {held} row(s) it alone called unchanged are inconclusive"
+        f"measured again: {len(held)} row(s) it alone called unchanged"
+    )
+    # Their own pair takes as few rounds as check their readings (or as many as this session's,
+    # where it has more), with the roles swapped as the first new pair's were.
+    inherited = {n: factor for n, factor in factors().items() if n in held}
+    rounds = {**lean(judged, held, thresholds), **inherited}
+    env = {**_confirming(judged), **({ROUNDS_ENV: json.dumps(rounds)} if rounds else {})}
+    own, problem = nested(held, at.commit, at.pct, at.rootdir, at.measuring, env, at.swap)
+    if problem:  # the warning stands: nothing shows those rows' own offsets
+        return out, f"{note} are inconclusive (their own new pair {problem})"
+    before = {row.nodeid: row for row in judged}
+    out = [
+        offsets.by_own_pair(before[row.nodeid], row, thresholds[row.nodeid], own.get(row.nodeid))
+        if row.nodeid in held
+        else row
+        for row in out
+    ]
+    kept = sum(row.verdict == "unchanged" for row in out if row.nodeid in held)
+    return out, (
+        f"{note} measured by a new pair of their own: {kept} unchanged there too, "
+        f"{len(held) - kept} inconclusive"
     )
 
 

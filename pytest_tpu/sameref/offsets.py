@@ -20,12 +20,21 @@ degrees of freedom as rows, asked 12.7 times one row's offset: a new user's unch
 -0.2 % [-1.1, +0.7] in one pair, was held `inconclusive`, "detects 274 %", because one numpy
 function measured again read 6.6 % off. On the interval ends of the unchanged rows of r57 and r58n
 the normal quantile's room covered 170 of 170 and 112 of 112, as t's did.) Otherwise it is
-``inconclusive``, its smallest detectable change counting the offset. Offsets differ between
-benchmarks (a pinned TensorFlow matmul's are tenths of a percent, a numpy function's percents), so
-one benchmark's stands for another's only as a warning, and the rows so marked say whose offset it
-was. The rows measured again were picked for reading large, so the estimate leans high: more
-``inconclusive``, never a failure, nothing measured again. A session whose rows one pair settled
-has no such estimate and keeps the rule.
+``inconclusive``, its smallest detectable change counting the offset. The rows measured again
+were picked for reading large, so the estimate leans high: more ``inconclusive``, never a failure.
+A session whose rows one pair settled has no such estimate and keeps the rule.
+
+Offsets differ between benchmarks (a pinned TensorFlow matmul's are tenths of a percent, a numpy
+function's percents, a 23 µs pure-Python function's up to 12 %), so one benchmark's stands for
+another's only as a warning. (New-user trial 30: that Python function, measured again, read 12 %
+off in its first pair, and held a numpy row at +0.4 % [+0.2, +0.7] and a Keras row at -2.6 %
+[-3.8, -1.2] ``inconclusive``, "detects 45 %", in every same-job session of unchanged code.) So a
+row the warning would hold is measured by a new pair of processes of its own, with as few rounds
+as check its reading (``rows.lean_factor``), and its own offset decides (``by_own_pair``): it stays
+``unchanged`` where that pair's reading is one that one pair alone would call so, and the offset
+between its two pairs leaves its interval room under the threshold as above; otherwise it is
+``inconclusive``, saying what its own pair read. Where that pair cannot run or cannot resolve an
+offset, the warning stands.
 """
 
 from __future__ import annotations
@@ -38,8 +47,10 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import FAIL_CONFIDENCE, ONE_PAIR, POWER
+from pytest_tpu.gate.stats import FAIL_CONFIDENCE, ONE_PAIR, POWER, one_pair_may_hide
+from pytest_tpu.sameref.judge import interval_text
 from pytest_tpu.sameref.pairs import of_report, of_row
+from pytest_tpu.sameref.reportrow import numbers
 
 # An ``unchanged`` row's interval is 95 % two-sided: its upper end a 97.5 % one-sided bound. The
 # offset it must leave room for is held to the same.
@@ -121,3 +132,46 @@ def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
         "regression of the threshold"
     )
     return replace(row, verdict="inconclusive", reason=why, detectable=detectable)
+
+
+def by_own_pair(row: Row, held: Row, threshold: float, again: Mapping[str, Any] | None) -> Row:
+    """``row``, which one pair called ``unchanged`` and the rows measured again would hold
+    (``held``, from ``allowed_for``), judged on a new pair of its own (``again``, its report row):
+    ``unchanged`` where that pair's reading would be called so by one pair too (``vouches``) and
+    the two pairs' difference, this benchmark's own offset, leaves room under the threshold; else
+    ``inconclusive``, by its own offset where that is the larger, saying what the pair read.
+    ``held`` where the pair tells nothing."""
+    own = first_pair_offset({row.nodeid: row}, {row.nodeid: [again]}, {row.nodeid: threshold})
+    reading = interval_text(again or {})
+    if again is None or own is None or reading is None:
+        why = "gave no row" if again is None or reading is None else "could not resolve its offset"
+        return replace(held, reason=_joined(held.reason, f"a new pair of its own {why}"))
+    kept = allowed_for(row, threshold, own)
+    if kept.verdict == "unchanged" and vouches(again, threshold):
+        said = f"a new pair of processes of its own read it {reading}, within the threshold too"
+        return replace(row, reason=_joined(row.reason, said))
+    wider = kept if _detects(kept) > _detects(held) else held
+    said = f"a new pair of processes of its own read it {reading}"
+    return replace(wider, verdict="inconclusive", reason=_joined(held.reason, said))
+
+
+def vouches(again: Mapping[str, Any], threshold: float) -> bool:
+    """Whether a new pair's report row reads a change one pair would call ``unchanged``: its
+    interval above minus the threshold, its change and upper end where no offset between its
+    processes could hide the threshold (``one_pair_may_hide``). Its own verdict does not say:
+    a nested session that checks readings does not apply that rule."""
+    found = numbers(again, "change_pct", "ci_low", "ci_high")
+    if found is None:
+        return False
+    change, low, high = (x / 100 for x in found)
+    return low > -threshold and not one_pair_may_hide(change, high, threshold)
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(part for part in parts if part)
+
+
+def _detects(row: Row) -> float:
+    """A row's smallest detectable change, with none as nothing detectable."""
+    found = row.detectable
+    return found if found is not None and math.isfinite(found) else math.inf
