@@ -193,6 +193,15 @@ class HeadPlugin:
             return "no output"
         return " | ".join(lines[-3:]) or "no output"
 
+    def _times_note(self) -> str:
+        """What the table's times are: rounds taken in turns, not a plain run's (trial 31: a numpy
+        FFT at 251-273 µs in every same-job table, 176-184 µs in plain runs, unmarked)."""
+        pinned = f", every thread pinned to core {self.core}" if self.core is not None else ""
+        return (
+            f"the table's times are rounds taken in turns with the other tree's process{pinned}: "
+            "they compare base with head, and can differ from a plain run's"
+        )
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if self.unmeasured:
             return [f"compare-ref: {self.ref} not run: {self.unmeasured}"]
@@ -308,6 +317,8 @@ class HeadPlugin:
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
+        if rows and not self.whole_runs:
+            self.lines.append(self._times_note())
         if note := one_pair_note(rows):
             self.lines.append(note)
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
