@@ -81,9 +81,13 @@ def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparis
     args = ("--compare=main", "--fail-on-regression=1", "--tpu-report=out.md")
     result = pytester.runpytest(*FAST, *args)
     assert result.ret == 0
+    # The gate's word depends on which way this session's noise went: an interval that reaches
+    # 1 % leaves the gate inconclusive; one wholly under it (a session that read the function,
+    # say, -8 % [-15, -0.4]; CI, 2026-11-28) passes it. Either way the row is inconclusive and
+    # the hint follows.
     result.stdout.fnmatch_lines(
         [
-            "*gate (1%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive*",
+            "*gate (1%): * 1 checked; 1 inconclusive*",
             "1 of 1 benchmark(s) cannot resolve their threshold against the saved runs (it "
             "catches *%): their sessions differ by more than it here. Each run saved narrows a "
             "short history; --compare-ref=REF measures base and head in one job*",
@@ -92,8 +96,13 @@ def test_a_threshold_the_saved_runs_cannot_resolve_points_to_a_same_job_comparis
     # A pull request's summary says it too, not only "passed".
     markdown = (pytester.path / "out.md").read_text()
     # With the verdict line's own words: the inconclusive rows (trial 15: "passed" alone).
-    said = "**Regression gate (time 1%): inconclusive** (no regression shown), 1 checked; 1 "
-    assert f"{said}inconclusive: a 1% slowdown" in markdown
+    said = (
+        "**Regression gate (time 1%): inconclusive** (no regression shown), 1 checked; 1 ",
+        "**Regression gate (time 1%): passed**, 1 checked; 1 ",
+    )
+    assert (f"{said[0]}inconclusive: a 1% slowdown" in markdown) or (
+        f"{said[1]}inconclusive, each ruling a slowdown of its threshold out" in markdown
+    ), markdown
     assert "\n- 1 of 1 benchmark(s) cannot resolve their threshold against the saved runs" in (
         markdown
     )
