@@ -18,7 +18,7 @@ from pytest_tpu.gate.stats import (
 )
 from pytest_tpu.gate.verdict import ALSO
 from pytest_tpu.options import REGRESSION_EXIT_CODE
-from pytest_tpu.report.model import OTHER_METRICS, verdict_word
+from pytest_tpu.report.model import OTHER_METRICS, display_name, verdict_word
 from pytest_tpu.units import format_detectable
 
 
@@ -203,7 +203,7 @@ def _which(rows: Sequence[Row]) -> str:
     ``inconclusive`` rows, and nothing in the table told the two apart)."""
     if len(rows) > NAMED_AT_MOST:
         return "see the table"
-    return ", ".join(row.nodeid.rpartition("::")[2] or row.nodeid for row in rows)
+    return ", ".join(display_name(row.nodeid) for row in rows)
 
 
 def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) -> str:

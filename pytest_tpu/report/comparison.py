@@ -13,6 +13,7 @@ from pytest_tpu.report.model import (
     OTHER_METRICS,
     VERDICTS,
     ComparisonRow,
+    display_name,
     verdict_word,
 )
 
@@ -21,10 +22,6 @@ def sort_comparison(rows: Iterable[ComparisonRow]) -> list[ComparisonRow]:
     """Regressions first, then the doubtful, then the rest; by name within a verdict."""
     order = {v: i for i, v in enumerate(VERDICTS)}
     return sorted(rows, key=lambda r: (order.get(r.verdict, len(order)), r.name, r.kind))
-
-
-def _display_name(name: str) -> str:
-    return name.split("::", 1)[1] if "::" in name else name
 
 
 def _comparison_value(row: ComparisonRow, value: float | None) -> str:
@@ -60,7 +57,7 @@ def comparison_blocks(
     headers = ["benchmark", "device", "baseline", "current", "change [interval]", "verdict"]
     body = [
         [
-            _display_name(r.name),
+            display_name(r.name),
             r.kind,
             _comparison_value(r, r.baseline),
             _comparison_value(r, r.current),
@@ -130,7 +127,7 @@ def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
         text = "; ".join(part for part in (r.note, row_details(r)) if part)
         if text:
             said.setdefault(text, []).append(
-                f"{_display_name(r.name)}{f' on {r.kind}' if r.kind else ''}"
+                f"{display_name(r.name)}{f' on {r.kind}' if r.kind else ''}"
             )
     return [f"{_who(names)}: {text}" for text, names in said.items()]
 

@@ -63,6 +63,11 @@ VERDICTS = (
 MEMORY_WORDS = {"slower": "larger", "faster": "smaller"}
 
 
+def display_name(nodeid: str) -> str:
+    """A benchmark's name as the comparison table shows it: its node id without the file."""
+    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
+
+
 def verdict_word(verdict: str, metric: str) -> str:
     return MEMORY_WORDS.get(verdict, verdict) if metric == "memory" else verdict
 

@@ -241,6 +241,20 @@ def _offset_allowed(
         f"; the first pair's processes read {math.expm1(offset.rms):.1%} off by the rows "
         f"measured again: {len(held)} row(s) it alone called unchanged"
     )
+    return _by_own_pairs(judged, out, held, thresholds, at, note)
+
+
+def _by_own_pairs(
+    judged: Sequence[Row],
+    held_out: Sequence[Row],
+    held: Sequence[str],
+    thresholds: Mapping[str, float],
+    at: _Nested,
+    note: str,
+) -> tuple[list[Row], str]:
+    """``held_out`` (``judged`` as the other rows' offset holds it) with each ``held`` row judged
+    on a new pair of processes of its own (``offsets.by_own_pair``), and the summary's ``note``
+    finished."""
     # Their own pair takes as few rounds as check their readings (or as many as this session's,
     # where it has more), with the roles swapped as the first new pair's were.
     inherited = {n: factor for n, factor in factors().items() if n in held}
@@ -248,13 +262,13 @@ def _offset_allowed(
     env = {**_confirming(judged), **({ROUNDS_ENV: json.dumps(rounds)} if rounds else {})}
     own, problem = nested(held, at.commit, at.pct, at.rootdir, at.measuring, env, at.swap)
     if problem:  # the warning stands: nothing shows those rows' own offsets
-        return out, f"{note} are inconclusive (their own new pair {problem})"
+        return list(held_out), f"{note} are inconclusive (their own new pair {problem})"
     before = {row.nodeid: row for row in judged}
     out = [
         offsets.by_own_pair(before[row.nodeid], row, thresholds[row.nodeid], own.get(row.nodeid))
         if row.nodeid in held
         else row
-        for row in out
+        for row in held_out
     ]
     kept = sum(row.verdict == "unchanged" for row in out if row.nodeid in held)
     return out, (
