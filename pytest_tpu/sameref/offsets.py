@@ -134,6 +134,10 @@ def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
     return replace(row, verdict="inconclusive", reason=why, detectable=detectable)
 
 
+# Opens what a row's own new pair read, in its reason (``by_own_pair``).
+OWN_PAIR_READ = "a new pair of processes of its own read it"
+
+
 def by_own_pair(row: Row, held: Row, threshold: float, again: Mapping[str, Any] | None) -> Row:
     """``row``, which one pair called ``unchanged`` and the rows measured again would hold
     (``held``, from ``allowed_for``), judged on a new pair of its own (``again``, its report row):
@@ -148,10 +152,10 @@ def by_own_pair(row: Row, held: Row, threshold: float, again: Mapping[str, Any] 
         return replace(held, reason=_joined(held.reason, f"a new pair of its own {why}"))
     kept = allowed_for(row, threshold, own)
     if kept.verdict == "unchanged" and vouches(again, threshold):
-        said = f"a new pair of processes of its own read it {reading}, within the threshold too"
+        said = f"{OWN_PAIR_READ} {reading}, within the threshold too"
         return replace(row, reason=_joined(row.reason, said))
     wider = kept if _detects(kept) > _detects(held) else held
-    said = f"a new pair of processes of its own read it {reading}"
+    said = f"{OWN_PAIR_READ} {reading}"
     return replace(wider, verdict="inconclusive", reason=_joined(held.reason, said))
 
 
