@@ -103,7 +103,9 @@ def test_a_missing_or_unmeasured_row_withdraws_the_regression():
         (replace(FIRST, verdict="unchanged", regression=False, detectable=0.03), 0),
     ],
 )
-def test_only_rows_whose_rounds_could_not_catch_the_threshold_are_measured_again_with_more_rounds(row, factor):
+def test_rows_whose_rounds_could_not_catch_the_threshold_are_measured_again_with_more_rounds(
+    row, factor
+):
     assert factor_for(row, 0.05, 4) == factor
     assert factor_for(row, 0.05, 1) == 0  # --tpu-compare-ref-rounds=1: never
 
