@@ -207,6 +207,9 @@ class SummaryPlugin:
         }
 
     def _write(self, path: Path, writer: Callable[[Path], None]) -> None:
+        # Missing folders are made, as pytest's --junitxml does; the line says so, so a typo in
+        # a folder's name shows (new-user trial 31: /nonexistent/dir made without a word).
+        made = _missing_folder(path.parent)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             writer(path)
@@ -216,7 +219,8 @@ class SummaryPlugin:
                 f"pytest-tpu: could not write {path}: {exc!r} (exit code {SAVE_FAILED_EXIT_CODE})"
             )
         else:
-            self.written.append(f"pytest-tpu: wrote {path}")
+            created = f" (made the folder {made})" if made is not None else ""
+            self.written.append(f"pytest-tpu: wrote {path}{created}")
 
     def pytest_terminal_summary(
         self, terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
@@ -393,3 +397,13 @@ def _write_plot(
     from pytest_tpu import plot
 
     write_atomic(path, lambda temporary: plot.draw(temporary, tables, comparison))
+
+
+def _missing_folder(folder: Path) -> Path | None:
+    """The outermost folder of ``folder`` that does not exist yet, or None where it does."""
+    missing = None
+    for part in (folder, *folder.parents):
+        if part.exists():
+            break
+        missing = part
+    return missing

@@ -135,9 +135,14 @@ def test_comparison_table_lists_regressions_first(bench, monkeypatch):
 
 
 def test_report_md_writes_markdown_tables(bench):
-    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=reports/out.md")
-    result.stdout.fnmatch_lines(["pytest-tpu: wrote *out.md"])
-    text = (bench.path / "reports" / "out.md").read_text(encoding="utf-8")
+    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=reports/md/out.md")
+    # A folder that was missing is made, and said: a typo in its name shows.
+    made = bench.path / "reports"
+    result.stdout.fnmatch_lines([f"pytest-tpu: wrote *out.md (made the folder {made})"])
+    again = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=reports/md/out.md")
+    again.stdout.fnmatch_lines(["pytest-tpu: wrote *reports/md/out.md"])
+    assert "made the folder" not in again.stdout.str()
+    text = (bench.path / "reports" / "md" / "out.md").read_text(encoding="utf-8")
     assert "### test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu" in text
     assert "| N=1024 float32 |" in text
     assert "#### test_cnn across configurations" in text

@@ -163,6 +163,11 @@ def remeasure(
     # doubt: more pairs, and their spread decides whether it is a regression (``turns_round``).
     turned = [n for n in improving if turns_round(again.get(n), thresholds[n])]
     agreed += turned
+    # So does one the new pair lies further from than both pairs' rounds allow, as a regression
+    # does: two pairs' spread has one degree of freedom, an interval 12.7 times its standard
+    # error each way (new-user trial 31: an unchanged step shown +1.9 % [-52.5, +118.3], "detects
+    # over 1,000 %").
+    agreed += [n for n in improving if n not in agreed and pairs.disagree(by_id[n], again.get(n))]
     last_rounds: dict[str, float] = {**{n: start.get(n, 1) for n in agreed}, **wanted}
     more: dict[str, Mapping[str, Any]] = {}
     if last_rounds:
