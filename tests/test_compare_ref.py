@@ -222,7 +222,9 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
     # The line ends on what the new pairs cost the session, in seconds.
     result.stdout.fnmatch_lines(
         [
-            "re-measured 1 improvement(s) in a new pair of processes; 1 measured by a third pair "
+            # (two more pairs where three leave a slowdown of the threshold open, as for a
+            # regression)
+            "re-measured 1 improvement(s) in a new pair of processes; 1 measured by a third pair*"
             f"(improvements: {stood}) [[]* s]"
         ]
     )
