@@ -116,6 +116,7 @@ def test_one_pair_of_processes_does_not_call_a_change_under_the_threshold(slower
         assert "in one pair of processes, between half its threshold and" in row.reason
     if slower == 0.018:
         assert "in one pair of processes, a quarter to half its threshold (5.0%)" in row.reason
+        assert "a slowdown of the threshold is not ruled out" in row.reason  # as the gate says
         assert "new pairs of processes measure only a slowdown of half the threshold" in row.reason
     if verdict == "inconclusive":
         assert f"{row.change:+.1%}" in row.reason
@@ -160,6 +161,7 @@ def test_one_pair_that_could_not_have_caught_the_threshold_does_not_say_unchange
     for row in coarse:
         assert row.verdict == "inconclusive"
         assert "could not have caught its threshold (5.0%) reliably" in row.reason
+        assert "a slowdown of the threshold is not ruled out" in row.reason
         assert f"they catch {row.detectable:.1%} 4 times in 5" in row.reason
         assert not doubtful(row, 0.05)
     # Every one-pair `unchanged` row could have caught the threshold.
@@ -178,7 +180,11 @@ def test_an_inconclusive_row_under_the_threshold_says_what_one_pair_leaves_open(
     assert open_
     for row in open_:
         assert "no slowdown of 5.0%" not in row.reason
-        assert "rule its threshold (5.0%) out, but not half of it" in row.reason
+        # Not ruled out first, as the gate's line says (trial 32: read as a contradiction).
+        assert (
+            "a slowdown of its threshold (5.0%) is not ruled out; the rounds exclude the "
+            "threshold but not half of it" in row.reason
+        )
     # So for one whose rounds could not have caught the threshold (trial 23, after the rule
     # above: -1.9% [-5.3, +1.6], "detects 6.0%").
     coarse = [
@@ -188,6 +194,7 @@ def test_an_inconclusive_row_under_the_threshold_says_what_one_pair_leaves_open(
     for row in coarse:
         assert "no slowdown of 5.0%" not in row.reason
         assert "could not have caught its threshold (5.0%) reliably" in row.reason
+        assert "a slowdown of the threshold is not ruled out" in row.reason
 
 
 def test_a_slowdown_under_the_threshold_whose_interval_reaches_it_goes_to_new_pairs():

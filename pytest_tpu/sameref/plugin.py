@@ -37,7 +37,7 @@ from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, nested, resolve, seed, spin, worktree
 from pytest_tpu.sameref.args import child_args
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
-from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note
+from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note, unchecked
 from pytest_tpu.sameref.runner import wrap_runner
 from pytest_tpu.sameref.swap import swap_for
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
@@ -65,6 +65,7 @@ class HeadPlugin:
         self.conn: Connection | None = None
         self.dirty = ""  # what the tree holds beyond HEAD, or nothing
         self.unmeasured = ""  # why nothing will be measured (no base run), or ""
+        self.stale: list[Path] = []  # worktrees of killed sessions, removed at the start
         self.lines: list[str] = []
         self.log = Path()
         self._old_sigterm: Any = None
@@ -108,7 +109,8 @@ class HeadPlugin:
         """Check out REF, start the base session and wait for it to connect."""
         if self.unmeasured:
             return
-        worktree.remove_stale(self.root)
+        # Said in the header: git's own list changes under the user (trial 32: silently).
+        self.stale = worktree.remove_stale(self.root)
         try:
             self.tree = (
                 worktree.borrow(Path(self.borrowed))
@@ -218,7 +220,11 @@ class HeadPlugin:
             how += f", {spinning}"
         how += f", {seed.describe()}"
         where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
-        return [f"compare-ref: {where} vs {head}; {how} (same job)"]
+        lines = [f"compare-ref: {where} vs {head}; {how} (same job)"]
+        if self.stale:
+            paths = ", ".join(str(path) for path in self.stale)
+            lines.append(f"compare-ref: removed the worktree(s) of a killed session: {paths}")
+        return lines
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         from pytest_tpu.gate.markers import marker_thresholds
@@ -273,6 +279,27 @@ class HeadPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        try:
+            self._finish(session)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM while the base session ends: new-user trial 32 met a traceback
+            # and exit 130, without a summary, in 3 of 11 interrupts. The base session is stopped
+            # and the worktree removed at unconfigure, as for any interrupt.
+            ending = "interrupted while the base session was ending: nothing compared"
+            self._interrupted(session, f"{ending}, and the gate was not applied")
+
+    def _interrupted(self, session: pytest.Session, line: str) -> None:
+        """The session ends as interrupted (exit code 2), ``line`` saying when; the report says
+        the gate was not applied."""
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+        self.lines.append(line)
+        # pytest's last lines then say so, red, above the counts (trial 22: the session ended on a
+        # plain "6 passed", its exit code 2).
+        session.shouldstop = "interrupted: the gate was not applied"
+        if self.settings.gating:  # the report says so too, not only the terminal
+            self.config.stash[verdict_key] = "not applied (interrupted)"
+
+    def _finish(self, session: pytest.Session) -> None:
         if session.exitstatus == pytest.ExitCode.USAGE_ERROR:
             return  # its error says why; no base run, no "the base session did not run"
         if self.unmeasured:
@@ -306,14 +333,12 @@ class HeadPlugin:
             try:
                 rows = self._confirmed(rows, session)
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the new pair is stopped and cleaned
-                session.exitstatus = pytest.ExitCode.INTERRUPTED
-                self.lines.append(
-                    "interrupted while measuring again in a new pair of processes: "
-                    "the rows below are the first pair's, and the gate was not applied"
-                )
-                # pytest's last lines then say so, red, above the counts (trial 22: the session
-                # ended on a plain "6 passed", its exit code 2).
-                session.shouldstop = "interrupted: the gate was not applied"
+                when = "interrupted while measuring again in a new pair of processes"
+                shown = "the rows below are the first pair's, and the gate was not applied"
+                self._interrupted(session, f"{when}: {shown}")
+                # A slowdown one pair alone read is no verdict (trial 32: "SLOWER" and "1 slower"
+                # above "the gate was not applied").
+                rows = unchecked(rows)
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
@@ -322,9 +347,7 @@ class HeadPlugin:
         if note := one_pair_note(rows):
             self.lines.append(note)
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
-            if self.settings.gating:  # the report says so too, not only the terminal
-                self.config.stash[verdict_key] = "not applied (interrupted)"
-            return
+            return  # _interrupted said so
         if self.settings.gating:  # same job: time only (memory and compile need a history)
             said = gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
             self.lines += said

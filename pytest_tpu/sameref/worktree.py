@@ -53,8 +53,22 @@ def resolve(root: Path, ref: str) -> str:
         raise RefError(f"{ref!r} is not a git revision")
     done = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if done.returncode != 0:
-        raise RefError(f"unknown revision {ref!r} in {root}")
+        raise RefError(f"unknown revision {ref!r} in {root}{_shallow_hint(root)}")
     return done.stdout.strip()
+
+
+def _shallow_hint(root: Path) -> str:
+    """Why a revision may be missing from a shallow clone, or "" in a full one. A CI checkout
+    is shallow by default (actions/checkout fetches one commit), so that is the likely first
+    failure of a same-job comparison in CI (new-user trial 32: "unknown revision 'HEAD~1'" in a
+    clone of depth 1, with no word on why)."""
+    done = _git(root, "rev-parse", "--is-shallow-repository")
+    if done.returncode != 0 or done.stdout.strip() != "true":
+        return ""
+    return (
+        "; this clone is shallow and holds only part of the history: fetch the revision, e.g. "
+        "`git fetch --unshallow`, or `fetch-depth: 0` with actions/checkout"
+    )
 
 
 def dirty(root: Path) -> str:
