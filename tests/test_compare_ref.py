@@ -544,7 +544,10 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
     # and yet another pair (with as many rounds) confirms it. The steady benchmark costs nothing.
     result.stdout.fnmatch_lines(
         [
-            "measured 1 inconclusive benchmark(s) again with up to 4x the rounds in a new pair*",
+            # ... and says what its own new pairs confirmed (trial 32: not a word of them).
+            "measured 1 inconclusive benchmark(s) again with up to 4x the rounds in a new pair of "
+            "processes; 1 of them regression(s), confirmed there by further new pairs of "
+            "processes [[]* s]",
             "REGRESSION test_bench.py::test_noisy: time +*",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],

@@ -118,8 +118,22 @@ def resolve(
     line = (
         f"measured {len(wanted)} inconclusive benchmark(s) again with up to "
         f"{max(wanted.values())}x the rounds in a new pair of processes"
-    )
+    ) + _confirmed_there(again, wanted)
     return [_resolved(row, again.get(row.nodeid), wanted.get(row.nodeid, 0)) for row in rows], line
+
+
+def _confirmed_there(again: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, int]) -> str:
+    """The regressions the re-measurement found and its own new pairs of processes confirmed,
+    said on the line: they ran inside it, and the summary said nothing of them (trial 32: a row
+    "confirmed by new pairs ... a third pair" under a line that named only the re-measurement)."""
+    kept = sum(
+        again.get(nodeid, {}).get("regression") is True
+        and again.get(nodeid, {}).get("confirmed") is True
+        for nodeid in wanted
+    )
+    if not kept:
+        return ""
+    return f"; {kept} of them regression(s), confirmed there by further new pairs of processes"
 
 
 def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
