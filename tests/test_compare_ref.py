@@ -558,7 +558,8 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
     noisy = next(row for row in rows if row["name"].endswith("test_noisy"))
     # Confirmed by three pairs with 4x the rounds each, on their spread.
     assert noisy["noise_source"].startswith("3 pairs of processes in this job")
-    assert "measured again with 4x the rounds in a new pair of processes (first +" in noisy["note"]
+    # "its first pair", not "first": the confirmation's pairs have a first too (trial 33).
+    assert "4x the rounds in a new pair of processes (its first pair read +" in noisy["note"]
     assert noisy["confirmed"] is True and noisy["ci_low"] > 0
     assert "REGRESSION test_bench.py::test_steady" not in result.stdout.str()
     assert len(worktrees(repo)) == 1
@@ -773,6 +774,32 @@ def test_usage_errors_name_the_problem(repo, args, message):
     result.stderr.fnmatch_lines([message])
 
 
+def test_a_compare_ref_from_the_ini_file_says_so_and_how_to_turn_it_off(repo):
+    # Trial 33: with compare_ref in the ini, --compare=pr failed with "--compare-ref and --compare
+    # cannot be used together", an option nobody had typed, and the header did not say where the
+    # comparison came from.
+    repo.makeini("[pytest]\ncompare_ref = HEAD\n")
+    result = repo.runpytest_subprocess(*FAST, "--compare=pr")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--compare=pr cannot be used with the ini file's compare_ref = HEAD: add "
+            "-o compare_ref= to compare with a stored baseline*"
+        ]
+    )
+    result = repo.runpytest_subprocess(*FAST, "test_bench.py", "--fail-on-regression=60")
+    assert result.ret in (pytest.ExitCode.OK, REGRESSION_EXIT_CODE)
+    result.stdout.fnmatch_lines(
+        [
+            "compare-ref: HEAD (*) in a temporary worktree (the ini file's compare_ref; "
+            "-o compare_ref= turns it off) vs *"
+        ]
+    )
+    # Given on the command line, neither is said.
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--compare=pr")
+    result.stderr.fnmatch_lines(["*--compare-ref and --compare cannot be used together*"])
+
+
 def test_outside_a_git_checkout_is_a_usage_error(pytester):
     pytester.makepyfile(test_bench=BENCH.format(n=10))
     env_dir = pytester.path
@@ -790,21 +817,29 @@ def test_slow(benchmark):
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupted_session_leaves_no_worktree_and_no_base_process(repo, sig):
-    commit(repo, "slow", test_slow=SLOW)
+def interrupt_when(repo, args, marker, seconds, **env):
+    """A pytest session in ``repo`` with ``args`` (and ``env`` added), running until ``marker``
+    exists (within ``seconds``) and a moment longer; returned still running, to be signalled."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *FAST, "test_slow.py", "--compare-ref=HEAD"],
+        [sys.executable, "-m", "pytest", *FAST, *args],
         cwd=repo.path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env},
         preexec_fn=interruptible,
     )
-    deadline = time.monotonic() + 120
-    while not (repo.path / "started").exists():
+    deadline = time.monotonic() + seconds
+    while not marker.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.1)
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_session_leaves_no_worktree_and_no_base_process(repo, sig):
+    commit(repo, "slow", test_slow=SLOW)
+    args = ["test_slow.py", "--compare-ref=HEAD"]
+    proc = interrupt_when(repo, args, repo.path / "started", 120)
     time.sleep(1.0)  # both sides are taking turns now
     proc.send_signal(sig)
     out = proc.communicate(timeout=60)[0].decode()
@@ -836,22 +871,8 @@ def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
     commit(repo, "slower", test_conf=CONFIRMING.format(seconds=0.006))
     started = repo.path / "confirm-started"
     args = ["test_conf.py", "--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=r.md"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *FAST, *args],
-        cwd=repo.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(sys.path),
-            "CONFIRM_STARTED": str(started),
-        },
-        preexec_fn=interruptible,
-    )
-    deadline = time.monotonic() + 180
-    while not started.exists():  # the regression is being measured by a new pair
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
-        time.sleep(0.1)
+    # Signalled once the regression is being measured by a new pair.
+    proc = interrupt_when(repo, args, started, 180, CONFIRM_STARTED=str(started))
     time.sleep(1.0)
     # This session's worktree of the base, which the new pair leads from: its roles are swapped,
     # and its base side borrows this tree as it is.
@@ -891,18 +912,8 @@ def test_interrupted_while_the_base_session_ends_says_so_without_a_traceback(rep
     commit(repo, "a head that does not", conftest="")
     ending = repo.path / "base-ending"
     args = ["test_bench.py", "--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=r.md"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *FAST, *args],
-        cwd=repo.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "BASE_ENDING": str(ending)},
-        preexec_fn=interruptible,
-    )
-    deadline = time.monotonic() + 180
-    while not ending.exists():  # the head has measured and waits for the base to end
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
-        time.sleep(0.1)
+    # Signalled once the head has measured and waits for the base to end.
+    proc = interrupt_when(repo, args, ending, 180, BASE_ENDING=str(ending))
     time.sleep(0.5)
     proc.send_signal(sig)
     out = proc.communicate(timeout=90)[0].decode()

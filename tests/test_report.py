@@ -356,6 +356,30 @@ def test_an_unchanged_row_says_what_it_rests_on_beside_a_detectable_past_the_thr
     assert note == "test_py on cpu: raw, noise: 5 saved runs, detects 2.2%"
 
 
+def test_an_inconclusive_row_gives_its_detectable_change_whatever_its_interval_reads():
+    # Trial 33: -0.3% [-3.2%, +2.6%] inconclusive, with a detectable 2.6 %, gave no "detects":
+    # the interval's "+2.6%" was taken for the figure already said.
+    note = "-0.3% [-3.2%, +2.6%] in one pair of processes: a slowdown of its threshold (5.0%) ..."
+    row = dataclasses.replace(
+        comparison("test_mm", "inconclusive", -0.3, -3.2, 2.6),
+        mode="paired",
+        noise_source="307 paired rounds in this job, one pair of processes",
+        detectable_pct=2.6,
+        threshold_pct=5.0,
+        note=note,
+    )
+    (said,) = report.comparison_notes([row])
+    assert said.endswith(", detects 2.6%"), said
+    # ... nor the threshold's figure, where they happen to be equal.
+    (said,) = report.comparison_notes([dataclasses.replace(row, detectable_pct=5.0)])
+    assert said.endswith(", detects 5.0%"), said
+    # A note that gives it ("they catch 5.8% 4 times in 5") is not repeated.
+    coarse = "+0.1% [-4.5%, +4.9%] in one pair of processes, whose rounds ... (they catch 5.8% 4"
+    row = dataclasses.replace(row, note=coarse + " times in 5): ...", detectable_pct=5.8)
+    (said,) = report.comparison_notes([row])
+    assert "detects" not in said and said.count("5.8%") == 1, said
+
+
 def test_json_keeps_raw_numbers_and_counts():
     tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7)])
     data = json.loads(json.dumps(report.to_json(tables, ROWS, "main")))

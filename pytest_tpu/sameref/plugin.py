@@ -80,8 +80,13 @@ class HeadPlugin:
     def check(self) -> None:
         """Usage errors before anything starts: options that cannot combine, an unknown REF."""
         config = self.config
-        if self.settings.compare:
+        if self.settings.compare and not self._from_ini():
             raise pytest.UsageError("--compare-ref and --compare cannot be used together")
+        if self.settings.compare:  # trial 33: the error named an option nobody had typed
+            raise pytest.UsageError(
+                f"--compare={self.settings.compare} cannot be used with the ini file's "
+                f"compare_ref = {self.ref}: add -o compare_ref= to compare with a stored baseline"
+            )
         if config.getoption("numprocesses", None) or under_xdist(config):
             raise pytest.UsageError(
                 "--compare-ref takes turns round by round with one base process; it cannot run "
@@ -126,6 +131,10 @@ class HeadPlugin:
         listener, env = open_listener(str(self.tree.scratch))
         self._start_child(env)
         self.conn = self._accept(listener)
+
+    def _from_ini(self) -> bool:
+        """Whether REF came from the ini file's ``compare_ref``, not from the command line."""
+        return not self.config.getoption("compare_ref", None)
 
     def _child_cwd_env(self, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
         """Where the base session runs and with what environment: this one's, plus ``env``."""
@@ -220,6 +229,8 @@ class HeadPlugin:
             how += f", {spinning}"
         how += f", {seed.describe()}"
         where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
+        if self._from_ini():  # trial 33: a comparison nobody asked for on the command line
+            where = f"{where} (the ini file's compare_ref; -o compare_ref= turns it off)"
         lines = [f"compare-ref: {where} vs {head}; {how} (same job)"]
         if self.stale:
             paths = ", ".join(str(path) for path in self.stale)

@@ -140,7 +140,7 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
     """``row`` replaced by the new pair's row ``again`` (a report row, in percent)."""
     if not factor:
         return row
-    first = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
+    first = f"its first pair read {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
     # Withdrawn, or held by its own new pair: its numbers are a new pair's; its reason says both.
     if row.confirmed is False or OWN_PAIR_READ in row.reason:
         first = row.reason
