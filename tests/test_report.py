@@ -336,16 +336,17 @@ def test_a_same_job_note_does_not_end_in_a_dangling_mode():
     assert note == f"test_p on cpu: {why}"  # the reason names the paired rounds already
 
 
+def measured(row: ComparisonRow, mode: str, noise: str, detectable: float) -> ComparisonRow:
+    """``row`` with how it was measured, at a 5 % threshold."""
+    return dataclasses.replace(
+        row, mode=mode, noise_source=noise, detectable_pct=detectable, threshold_pct=5.0
+    )
+
+
 def test_an_unchanged_row_says_what_it_rests_on_beside_a_detectable_past_the_threshold():
     # Trial 29: "-0.4% [-4.1, +3.4] unchanged" beside "detects 6.6%" at 5 % read as a
     # contradiction; the interval rules the threshold out, "detects" is what fails 4 times in 5.
-    row = dataclasses.replace(
-        comparison("test_py", "unchanged", -0.4, -4.1, 3.4),
-        mode="raw",
-        noise_source="5 saved runs",
-        detectable_pct=6.6,
-        threshold_pct=5.0,
-    )
+    row = measured(comparison("test_py", "unchanged", -0.4, -4.1, 3.4), "raw", "5 saved runs", 6.6)
     (note,) = report.comparison_notes([row])
     assert note == (
         "test_py on cpu: raw, noise: 5 saved runs, detects 6.6% 4 times in 5; unchanged: its 95% "
@@ -360,13 +361,11 @@ def test_an_inconclusive_row_gives_its_detectable_change_whatever_its_interval_r
     # Trial 33: -0.3% [-3.2%, +2.6%] inconclusive, with a detectable 2.6 %, gave no "detects":
     # the interval's "+2.6%" was taken for the figure already said.
     note = "-0.3% [-3.2%, +2.6%] in one pair of processes: a slowdown of its threshold (5.0%) ..."
-    row = dataclasses.replace(
-        comparison("test_mm", "inconclusive", -0.3, -3.2, 2.6),
-        mode="paired",
-        noise_source="307 paired rounds in this job, one pair of processes",
-        detectable_pct=2.6,
-        threshold_pct=5.0,
-        note=note,
+    row = measured(
+        comparison("test_mm", "inconclusive", -0.3, -3.2, 2.6, note),
+        "paired",
+        "307 paired rounds in this job, one pair of processes",
+        2.6,
     )
     (said,) = report.comparison_notes([row])
     assert said.endswith(", detects 2.6%"), said
