@@ -175,10 +175,11 @@ class SummaryPlugin:
             scaling = _scaling_rows(self.config)
             missing = self._missing()
             plain = self._round_times()
+            against, notes, gate = self._against(), self._against_notes(), self._gate()
             self._write(
                 settings.report,
                 lambda p: _write_report(
-                    p, tables, comparison, self._against(), scaling, missing, self._gate(), plain
+                    p, tables, comparison, against, scaling, missing, gate, plain, notes
                 ),
             )
         if settings.report_plot is not None:
@@ -188,8 +189,17 @@ class SummaryPlugin:
             session.exitstatus = SAVE_FAILED_EXIT_CODE
 
     def _against(self) -> str | None:
+        from pytest_tpu.gate.model import against_key
+
         settings = self._settings()
+        if against_key in self.config.stash:
+            return self.config.stash[against_key]
         return f"{settings.compare_ref} (same job)" if settings.compare_ref else settings.compare
+
+    def _against_notes(self) -> list[str]:
+        from pytest_tpu.gate.model import against_notes_key
+
+        return list(self.config.stash.get(against_notes_key, None) or ())
 
     def _gate(self) -> dict[str, Any] | None:
         """The gate's threshold and the session's verdict, when --fail-on-regression decided."""
@@ -376,16 +386,17 @@ def _write_report(
     missing: dict[str, str],
     gate: dict[str, Any] | None,
     plain: list[RoundTime],
+    notes: list[str],
 ) -> None:
     from pytest_tpu import report, scaling
 
     if path.suffix.lower() == ".json":
-        data = report.to_json(tables, comparison, baseline, missing, gate, plain)
+        data = report.to_json(tables, comparison, baseline, missing, gate, plain, notes)
         if scaling_rows:
             data["scaling"] = scaling.to_dicts(scaling_rows)
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     else:
-        text = report.to_markdown(tables, comparison, baseline, missing, gate, plain)
+        text = report.to_markdown(tables, comparison, baseline, missing, gate, plain, notes)
         if scaling_rows:
             text = text.rstrip("\n") + "\n\n" + scaling.to_markdown(scaling_rows)
     write_text_atomic(path, text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -118,8 +119,16 @@ def test_a_slower_commit_fails_with_exit_6(repo):
         ],
         consecutive=False,
     )
-    # The report keeps both measurements of a confirmed regression, not just the verdict.
-    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    # The report keeps both measurements of a confirmed regression, not just the verdict, names
+    # the base's commit, and keeps the re-measurement with the seconds it took (trial 33).
+    comparison = json.loads((repo.path / "out.json").read_text())["comparison"]
+    sha = git(repo.path, "rev-parse", "HEAD~1")[:12]
+    assert comparison["baseline"] == f"HEAD~1 ({sha}, same job)"
+    assert any(
+        re.match(r"re-measured 2 regression\(s\) in a new pair of processes.* \[\d+ s\]$", note)
+        for note in comparison["notes"]
+    ), comparison["notes"]
+    rows = comparison["rows"]
     ped = next(row for row in rows if row["name"].endswith("::test_ped"))
     assert ped["regression"] is True and ped["confirmed"] is True
     assert ped["note"].startswith("regression (") and "sure it is slower" in ped["note"]
@@ -164,6 +173,8 @@ def test_a_benchmark_s_own_threshold_marker_holds_in_a_same_job_comparison(repo)
     assert found["test_ped"]["regression"] is True
     result.stdout.fnmatch_lines(["REGRESSION test_bench.py::test_ped: time +*"])
     assert "REGRESSION test_bench.py::test_fn" not in result.stdout.str()
+    # The table says which threshold judged the row (trial 33: a marker's was said nowhere).
+    result.stdout.fnmatch_lines(["*test_ped *SLOWER (gate 10%)*"])
 
 
 ONLY_HERE = """
@@ -891,6 +902,8 @@ def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
     assert "Traceback" not in out and "no baseline saved" not in out  # none was asked for
     report = (repo.path / "r.md").read_text()
     assert "**Regression gate (time 10%): not applied (interrupted)**" in report
+    # The report says what the terminal said of it, not only the gate's words (trial 33).
+    assert "- interrupted while measuring again in a new pair of processes" in report
     assert len(worktrees(repo)) == 1, out
     left = subprocess.run(["pgrep", "-f", "test_conf.py"], capture_output=True, text=True)
     assert not left.stdout.strip(), left.stdout
@@ -978,6 +991,7 @@ def test_a_worktree_left_by_a_killed_session_is_removed_next_time(repo):
 
 COLLECTED = """
 import os
+import re
 
 with open(os.environ["COLLECTED_LOG"], "a") as log:  # one line per session that collects this
     log.write(os.getcwd() + "\\n")
@@ -1417,6 +1431,7 @@ def test_a_missing_device_named_explicitly_ends_a_same_job_session_cleanly(repo)
 SPIN = ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")
 SEEDS = f"""
 import os
+import re
 
 SPIN = {SPIN!r}
 

@@ -246,6 +246,23 @@ def test_a_slowdown_within_the_threshold_is_said_not_shouted():
     assert "⚠️" not in report.comparison_table([tolerated], "github")
 
 
+def test_a_row_judged_against_a_threshold_of_its_own_says_it_beside_its_verdict():
+    # Trial 33: +7 % "unchanged" under a 5 % gate, its marker's 10 % said nowhere in the table.
+    rows = [
+        replace(comparison(name, "unchanged", change, -1.0, 8.0), threshold_pct=pct)
+        for name, change, pct in (("test_a", 1.0, 5.0), ("test_b", 2.0, 5.0), ("test_c", 7.0, 10.0))
+    ]
+    for fmt in ("simple", "github"):
+        lines = report.comparison_table(rows, fmt).splitlines()[2:]
+        marked = [line for line in lines if "(gate " in line]
+        assert len(marked) == 1 and "test_c" in marked[0] and "unchanged (gate 10%)" in marked[0]
+    # Two thresholds as common as each other: neither is "the" gate's, so each row says its own.
+    tie = report.comparison_table(rows[1:]).splitlines()[2:]
+    assert sorted(line.split("(gate ")[1] for line in tie) == ["10%)", "5%)"]
+    # One threshold for every row (the session's): nothing to mark.
+    assert "(gate " not in report.comparison_table(rows[:2])
+
+
 def test_comparison_summary_counts_every_verdict():
     assert report.comparison_summary(ROWS) == (
         "1 slower, 1 faster, 1 unchanged, 1 inconclusive, 1 new, 1 missing"

@@ -111,6 +111,27 @@ def _limits(threshold: float, limits: Mapping[str, float] | None) -> str:
     return ", ".join(f"{metric} {pct:g}%" for metric, pct in limits.items())
 
 
+def _nothing_why(rows: Sequence[Row]) -> str:
+    """Why a gate checked nothing: its rows' statuses and, where they are incompatible, the first
+    cause and the way out. The exit code stays 0 (nothing regressed), so the line is all a CI
+    log shows of a gate that will pass every run until someone acts (trial 33: "all skipped,
+    failed, new, incompatible or --benchmark-disable" left the reader to guess which)."""
+    if not rows:
+        return "no benchmark measured in this session, or --benchmark-disable"
+    left = Counter(row.status for row in rows)
+    said = ", ".join(f"{n} {status}" for status, n in sorted(left.items()))
+    unmeasured = next((row for row in rows if row.status == "unmeasured" and row.reason), None)
+    if unmeasured is not None:
+        return f"{said}: {unmeasured.reason}"
+    incompatible = next((row for row in rows if row.status == "incompatible" and row.reason), None)
+    if incompatible is None:
+        return said
+    return (
+        f"{said}: {incompatible.reason}; this gate passes every run until the baseline is saved"
+        " again in a compatible environment, or --tpu-compare-force compares anyway"
+    )
+
+
 _INCONCLUSIVE = "INCONCLUSIVE"  # a verdict line's word where a row could hide a regression
 _FAILED = ": FAILED, "  # between the gate's name and its count, in a failed verdict line
 
@@ -128,12 +149,7 @@ def gate_lines(
     measured = compared(rows)
     gate = f"regression gate ({_limits(threshold, limits)})"
     if not measured:
-        unmeasured = [row for row in rows if row.status == "unmeasured"]
-        why = (
-            f"{len(unmeasured)} benchmark(s) {unmeasured[0].reason}"
-            if unmeasured
-            else "all skipped, failed, new, incompatible or --benchmark-disable"
-        )
+        why = _nothing_why(rows)
         return [f"{gate}: NOTHING CHECKED - no benchmark was measured against the baseline ({why})"]
     failing = [row for row in measured if row.regression]
     doubtful = _doubtful(measured)

@@ -113,6 +113,11 @@ verdict_key = pytest.StashKey[str]()  # the gate's verdict: passed, failed, noth
 # What the gate said in the terminal (each regression, each row it could not resolve, the verdict,
 # the hint), for the reports: a pull request's summary must not say only "passed".
 gate_lines_key = pytest.StashKey[list[str]]()
+# What a comparison is against, where a name alone does not say it ("HEAD~1 (<sha>, same job)"),
+# and what it said beyond its rows and the gate's lines (re-measurements, interrupts): a report
+# read a week later must say which commit the base was, and what it took (trial 33).
+against_key = pytest.StashKey[str]()
+against_notes_key = pytest.StashKey[list[str]]()
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from pytest_tpu import units
@@ -55,6 +56,7 @@ def comparison_blocks(
     where the figures leave less, every row's whole name takes a line above its figures.
     """
     devices = any(r.kind for r in rows)
+    usual = _usual_thresholds(rows)
     headers = ["benchmark", "device", "baseline", "current", "change [interval]", "verdict"]
     body = [
         [
@@ -63,7 +65,8 @@ def comparison_blocks(
             _comparison_value(r, r.baseline),
             _comparison_value(r, r.current),
             _change_cell(r),
-            verdict_text(verdict_word(r.verdict, r.metric), fmt, r.regression),
+            verdict_text(verdict_word(r.verdict, r.metric), fmt, r.regression)
+            + _own_threshold(r, usual),
         ]
         for r in sort_comparison(rows)
     ]
@@ -83,6 +86,29 @@ def comparison_blocks(
     head, lines = _split_table(stacked.splitlines())
     names = [row[0] for row in body]
     return head, [[name, line[0]] for name, line in zip(names, lines, strict=True)]
+
+
+def _usual_thresholds(rows: Iterable[ComparisonRow]) -> dict[str, float | None]:
+    """Each metric's most common threshold (in %), or None where two are as common."""
+    by_metric: dict[str, Counter[float]] = {}
+    for row in rows:
+        if row.threshold_pct is not None:
+            by_metric.setdefault(row.metric, Counter())[row.threshold_pct] += 1
+    usual: dict[str, float | None] = {}
+    for metric, counts in by_metric.items():
+        (top, n), *rest = counts.most_common()
+        usual[metric] = None if rest and rest[0][1] == n else top
+    return usual
+
+
+def _own_threshold(row: ComparisonRow, usual: dict[str, float | None]) -> str:
+    """`` (gate 10%)`` after the verdict of a row judged against a threshold of its own (a
+    marker's), unlike most rows of its metric; on a tie every row says its own. (Trial 33: a
+    row at +7 % read "unchanged" under a 5 % gate, its marker's 10 % said nowhere.)"""
+    own = row.threshold_pct
+    if own is None or usual.get(row.metric, own) == own:
+        return ""
+    return f" (gate {own:g}%)"
 
 
 def _split_table(lines: list[str]) -> tuple[list[str], list[list[str]]]:

@@ -28,10 +28,12 @@ def to_markdown(
     missing: dict[str, str] | None = None,
     gate: dict[str, Any] | None = None,
     plain: Sequence[RoundTime] = (),
+    notes: Sequence[str] = (),
 ) -> str:
     """GitHub-flavoured Markdown for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment;
     devices missing from the machine are named once, under the heading. ``plain``: the round
-    times of benchmarks without a device."""
+    times of benchmarks without a device. ``notes``: what the comparison said beyond its rows
+    (--compare-ref's re-measurements and their seconds, an interrupt)."""
     out = ["## pytest-tpu benchmarks", ""]
     line = missing_line(missing or {})
     out += [line, ""] if line else []
@@ -52,6 +54,7 @@ def to_markdown(
     out += [SPREAD_LEGEND, ""] if tables else []
     if comparison is not None:
         out += _markdown_comparison(comparison, baseline)
+        out += ["", *(f"- {note}" for note in notes)] if notes else []
     if gate:
         out += ["", gate_text(gate)]
         # What the gate named, each regression and each row it could not resolve; its own
@@ -99,6 +102,7 @@ def to_json(
     missing: dict[str, str] | None = None,
     gate: dict[str, Any] | None = None,
     plain: Sequence[RoundTime] = (),
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The same tables as JSON-able data, numbers unscaled in each metric's own unit."""
     data: dict[str, Any] = {"format": "pytest-tpu-report", "version": 1, "workloads": []}
@@ -122,6 +126,7 @@ def to_json(
             "interval_pct": roundtimes.INTERVAL_PCT,  # what every row's ci_low..ci_high bounds
             "counts": comparison_counts(comparison),
             "rows": [asdict(row) for row in sort_comparison(comparison)],
+            "notes": list(notes),
         }
     if gate:
         data["gate"] = dict(gate)

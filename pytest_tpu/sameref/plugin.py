@@ -32,6 +32,7 @@ from pytest_tpu.gate.compare import (
     verdict_key,
 )
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
+from pytest_tpu.gate.model import against_key, against_notes_key
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, nested, resolve, seed, spin, worktree
@@ -67,6 +68,7 @@ class HeadPlugin:
         self.unmeasured = ""  # why nothing will be measured (no base run), or ""
         self.stale: list[Path] = []  # worktrees of killed sessions, removed at the start
         self.lines: list[str] = []
+        self.tabled: set[str] = set()  # lines the reports carry already: counts, gate lines
         self.log = Path()
         self._old_sigterm: Any = None
         self.whole_runs = False
@@ -104,6 +106,8 @@ class HeadPlugin:
         except worktree.RefError as exc:
             raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
         self.root = root
+        # The report names the commit: "origin/main" read a week later says nothing of which.
+        config.stash[against_key] = f"{self.ref} ({self.commit[:12]}, same job)"
         self.dirty = worktree.dirty(root)
         # Nothing is measured, so the base is not run at all (trial 15: every row "missing").
         # (--benchmark-skip, trial 16: a base session ran for nothing, and 6 rows were missing)
@@ -298,6 +302,10 @@ class HeadPlugin:
             # and the worktree removed at unconfigure, as for any interrupt.
             ending = "interrupted while the base session was ending: nothing compared"
             self._interrupted(session, f"{ending}, and the gate was not applied")
+        # The reports (written later, trylast) keep what the terminal said beyond the rows and the
+        # gate: re-measurements and their seconds, the times line, an interrupt (trial 33).
+        notes = [line for line in self.lines if line not in self.tabled]
+        self.config.stash[against_notes_key] = notes
 
     def _interrupted(self, session: pytest.Session, line: str) -> None:
         """The session ends as interrupted (exit code 2), ``line`` saying when; the report says
@@ -352,7 +360,9 @@ class HeadPlugin:
                 rows = unchecked(rows)
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
-        self.lines += comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
+        counts = comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
+        self.lines += counts
+        self.tabled.update(counts)
         if rows and not self.whole_runs:
             self.lines.append(self._times_note())
         if note := one_pair_note(rows):
@@ -362,6 +372,7 @@ class HeadPlugin:
         if self.settings.gating:  # same job: time only (memory and compile need a history)
             said = gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
             self.lines += said
+            self.tabled.update(said)
             remember_gate(self.config, said, gate_verdict(rows))
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
@@ -373,6 +384,7 @@ class HeadPlugin:
             pct = self.settings.fail_on_regression or 5.0
             said = [f"regression gate ({pct:g}%): NOTHING CHECKED - {self.unmeasured}"]
             self.lines += said
+            self.tabled.update(said)
             remember_gate(self.config, said, "nothing checked")
 
     def _confirmed(self, rows: list[Row], session: pytest.Session) -> list[Row]:
