@@ -74,9 +74,11 @@ def test_a_stored_baseline_fails_slow_calls_in_the_tail_on_the_mean(pytester):
     assert same.ret == 0, same.stdout.str()
     assert all(row["statistic"] != TAIL for row in report_rows(report).values())
 
-    # The mean triples: on CI the saved sessions once ran every call 1.6 times slower than the
-    # compared one (medians 2.3 ms against 1.4 ms), and a doubled mean then read +30 %.
-    pytester.makepyfile(test_bench=tailed(5, factor=11))
+    # The mean grows sevenfold: on CI the saved sessions once ran every call 1.6 times slower
+    # than the compared one (medians 2.3 ms against 1.4 ms), and a doubled mean then read +30 %;
+    # under heavier load the five saved sessions' means spread so widely that a tripled mean was
+    # not 99 % sure (both rows inconclusive, machine -15 %, they caught 52 % and 73 %).
+    pytester.makepyfile(test_bench=tailed(5, factor=31))
     result = pytester.runpytest_subprocess(
         *FAST, "--compare=main", "--fail-on-regression=5%", f"--tpu-report={report}"
     )
@@ -92,7 +94,7 @@ def test_a_stored_baseline_fails_slow_calls_in_the_tail_on_the_mean(pytester):
     assert all(row["verdict"] in ("slower", "inconclusive") for row in found), found
     for on_mean in (row for row in found if row["regression"]):
         assert on_mean["statistic"] == TAIL
-        assert 100 < on_mean["change_pct"] < 350  # the mean tripled; the interval is wide
+        assert 200 < on_mean["change_pct"] < 1200  # the mean grew sevenfold; a wide interval
         # Its baseline and current are the means, the statistic of its change.
         ratio = on_mean["current"] / on_mean["baseline"]
         assert ratio == pytest.approx(1 + on_mean["change_pct"] / 100)
