@@ -388,7 +388,8 @@ def test_far(benchmark):
     benchmark.pedantic(work, args=("far",), rounds=30, warmup_rounds=1)
 
 def test_steady(benchmark):
-    benchmark.pedantic(work, args=("steady",), rounds=30, warmup_rounds=1)
+    # Twice the rounds, as test_hidden: its own new pair should hold it unchanged under load.
+    benchmark.pedantic(work, args=("steady",), rounds=60, warmup_rounds=1)
 
 def test_hidden(benchmark):
     # Twice the rounds: its first pair must call it unchanged even if a burst of load hits it.
@@ -412,18 +413,26 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
         ["re-measured 1 regression(s) in a new pair of processes*(regressions: 0 confirmed, "
          "1 withdrawn); the first pair's processes read *% off by the rows measured again: "
          "2 row(s) it alone called unchanged measured by a new pair of their own: "
-         "1 unchanged there too, 1 inconclusive [[]* s]"]
+         "* unchanged there too, * inconclusive [[]* s]"]
     )  # fmt: skip
     rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     found = {row["name"].split("::")[1]: row for row in rows}
     steady, hidden = found["test_steady"], found["test_hidden"]
+    # Its own pair holds test_steady unchanged; under a burst of load that pair can be
+    # inconclusive too (a CI run: "0 unchanged there too, 2 inconclusive"), and then the gate
+    # measures it with more rounds, which must end it unchanged all the same.
+    held = "1 unchanged there too, 1 inconclusive" in result.stdout.str()
     # The hidden slowdown is +10 % at a 10 % threshold: its pairs read it about +9.8 %, and their
     # interval reaches the threshold or stops just short of it; both are right (a CI run read
     # +9.8 % [+9.5, +10.0]: a regression, confirmed).
     failed = result.ret == REGRESSION_EXIT_CODE
     assert result.ret == (REGRESSION_EXIT_CODE if failed else pytest.ExitCode.OK)
     assert steady["verdict"] == "unchanged", steady
-    assert "of its own read it" in steady["note"] and "within the threshold too" in steady["note"]
+    if held:
+        assert "of its own read it" in steady["note"], steady
+        assert "within the threshold too" in steady["note"], steady
+    else:
+        assert "measured again with 4x the rounds" in steady["note"], steady
     # The hidden +10 %: unchanged by its first pair alone, +10 % by its own new pair, which
     # leaves it inconclusive, unable to catch its threshold with that offset; so a new pair with
     # more rounds measures it, and the pairs after it find it: slower, short of the threshold.
@@ -431,7 +440,10 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
     assert 5 < hidden["change_pct"] < 10.5
     assert "measured again with 4x the rounds in a new pair of processes" in hidden["note"]
     assert "a new pair of processes of its own read it +" in hidden["note"]
-    result.stdout.fnmatch_lines(["measured 1 inconclusive benchmark(s) again with up to 4x *"])
+    again = 1 if held else 2
+    result.stdout.fnmatch_lines(
+        [f"measured {again} inconclusive benchmark(s) again with up to 4x *"]
+    )
     assert len(worktrees(repo)) == 1
 
 
