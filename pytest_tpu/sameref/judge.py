@@ -131,6 +131,12 @@ def turns_round(again: Mapping[str, Any] | None, threshold: float) -> bool:
     return found is not None and found[1] > 0 and found[0] >= threshold * 50  # half, in percent
 
 
+# What an inconclusive row's "not confirmed" was about where one pair read it faster: beside no
+# regression, "not confirmed by new pairs" left a reader asking what was (session 43, an A/A
+# numpy row whose nested pair read -5.1 %).
+SPEEDUP = "a speed-up"
+
+
 def improvement(
     row: Row,
     again: Mapping[str, Any] | None,
@@ -144,14 +150,14 @@ def improvement(
     half the threshold or more, ``unchanged``, or ``inconclusive``)."""
     interval = None if again is None else interval_text(again)
     if again is None or interval is None:
-        why = "not confirmed: the new pair of processes has no interval for it"
+        why = f"{SPEEDUP} not confirmed: the new pair of processes has no interval for it"
         return replace(row, verdict="inconclusive", reason=why)
     if later and (found := pairs.across(row, later)) is not None:
         return faster_across(row, found, later, threshold)
     text = f"first {pct(row.change)} [{pct(row.low)}, {pct(row.high)}], again {interval}"
     if improves(again, threshold):
         return confirmed_by(row, again, text)
-    why = f"not confirmed by a new pair of processes: {text}"
+    why = f"{SPEEDUP} not confirmed by a new pair of processes: {text}"
     if pairs.disagree(row, again) and (found := pairs.across(row, [again])) is not None:
         # Further apart than both pairs' rounds allow: the new pair's narrow interval alone would
         # show the offset between processes as a precise change, beside a verdict that is not
@@ -175,8 +181,8 @@ def faster_across(
     if found.high < 0 and found.low <= -threshold:
         why = f"confirmed by new pairs of processes, the spread between pairs counted ({text})"
         return replace(measured, verdict="faster", confirmed=True, reason=why)
-    why = f"not confirmed by new pairs of processes, the spread between pairs counted: {text}"
-    return replace(measured, verdict="inconclusive", confirmed=False, reason=why)
+    why = f"{SPEEDUP} not confirmed by new pairs of processes, the spread between pairs counted: "
+    return replace(measured, verdict="inconclusive", confirmed=False, reason=why + text)
 
 
 def pairs_text(row: Row, later: Sequence[Mapping[str, Any] | None]) -> str:
