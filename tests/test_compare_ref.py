@@ -196,11 +196,14 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [
-            # The pairs disagree far beyond their rounds: more pairs measure it (five here).
-            "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third pair*"
+            # The pairs disagree far beyond their rounds: more pairs measure it (five here). Under
+            # load the new pair's interval can be too wide to disagree; a pair with more rounds
+            # then measures it (a CI run: "again +0.2% [-20.3%, +25.9%] (roles swapped), once
+            # more with 3x the rounds -0.0%"): withdrawn either way.
+            "re-measured 1 regression(s) in a new pair of processes; 1 *"
             "(regressions: 0 confirmed, 1 withdrawn) [[]* s]",
             "regression gate (25%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive*",
-            "*test_ped: not confirmed by new pairs of processes*: first +*, again *",
+            "*test_ped: not confirmed by * of processes*: first +*, again *",
         ],
         consecutive=False,
     )
@@ -242,7 +245,7 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
     )
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["verdict"] == verdict
-    confirmed = "" if verdict == "faster" else "not "
+    confirmed = "" if verdict == "faster" else "a speed-up not "
     assert row["note"].startswith(
         f"{confirmed}confirmed by new pairs of processes, the spread between pairs counted"
     )
@@ -439,7 +442,10 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
     assert hidden["verdict"] == "slower" and hidden["regression"] is failed
     assert 5 < hidden["change_pct"] < 10.5
     assert "measured again with 4x the rounds in a new pair of processes" in hidden["note"]
-    assert "a new pair of processes of its own read it +" in hidden["note"]
+    # Sleeps under load grow slow calls in the tail, and the mean of all rounds can then decide
+    # (a CI run: "time (mean of all rounds) +9.0%"), its note starting from that reading.
+    tailed = hidden["statistic"] == "mean of all rounds"
+    assert tailed or "a new pair of processes of its own read it +" in hidden["note"], hidden
     again = 1 if held else 2
     result.stdout.fnmatch_lines(
         [f"measured {again} inconclusive benchmark(s) again with up to 4x *"]
