@@ -191,10 +191,8 @@ class SummaryPlugin:
     def _against(self) -> str | None:
         from pytest_tpu.gate.model import against_key
 
-        settings = self._settings()
-        if against_key in self.config.stash:
-            return self.config.stash[against_key]
-        return f"{settings.compare_ref} (same job)" if settings.compare_ref else settings.compare
+        # --compare-ref stores what it compared with, its commit named; else the baseline's name.
+        return self.config.stash.get(against_key, None) or self._settings().compare
 
     def _against_notes(self) -> list[str]:
         from pytest_tpu.gate.model import against_notes_key

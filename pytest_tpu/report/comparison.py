@@ -66,7 +66,7 @@ def comparison_blocks(
             _comparison_value(r, r.current),
             _change_cell(r),
             verdict_text(verdict_word(r.verdict, r.metric), fmt, r.regression)
-            + _own_threshold(r, usual),
+            + _threshold_marker(r, usual),
         ]
         for r in sort_comparison(rows)
     ]
@@ -101,7 +101,7 @@ def _usual_thresholds(rows: Iterable[ComparisonRow]) -> dict[str, float | None]:
     return usual
 
 
-def _own_threshold(row: ComparisonRow, usual: dict[str, float | None]) -> str:
+def _threshold_marker(row: ComparisonRow, usual: dict[str, float | None]) -> str:
     """`` (gate 10%)`` after the verdict of a row judged against a threshold of its own (a
     marker's), unlike most rows of its metric; on a tie every row says its own. (Trial 33: a
     row at +7 % read "unchanged" under a 5 % gate, its marker's 10 % said nowhere.)"""

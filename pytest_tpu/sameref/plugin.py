@@ -360,9 +360,7 @@ class HeadPlugin:
                 rows = unchecked(rows)
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
-        counts = comparison_lines(f"{self.ref} (same job)", rows, baseline=False)
-        self.lines += counts
-        self.tabled.update(counts)
+        self._say_reported(comparison_lines(f"{self.ref} (same job)", rows, baseline=False))
         if rows and not self.whole_runs:
             self.lines.append(self._times_note())
         if note := one_pair_note(rows):
@@ -371,11 +369,16 @@ class HeadPlugin:
             return  # _interrupted said so
         if self.settings.gating:  # same job: time only (memory and compile need a history)
             said = gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
-            self.lines += said
-            self.tabled.update(said)
+            self._say_reported(said)
             remember_gate(self.config, said, gate_verdict(rows))
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
+
+    def _say_reported(self, lines: list[str]) -> None:
+        """Terminal lines the reports carry in their own form (counts, the gate's lines), so
+        that they are not repeated among the reports' notes."""
+        self.lines += lines
+        self.tabled.update(lines)
 
     def _nothing_measured(self) -> None:
         """Nothing measured (--benchmark-disable, -skip): the gate says why; exit code stands."""
@@ -383,8 +386,7 @@ class HeadPlugin:
         if self.settings.gating:
             pct = self.settings.fail_on_regression or 5.0
             said = [f"regression gate ({pct:g}%): NOTHING CHECKED - {self.unmeasured}"]
-            self.lines += said
-            self.tabled.update(said)
+            self._say_reported(said)
             remember_gate(self.config, said, "nothing checked")
 
     def _confirmed(self, rows: list[Row], session: pytest.Session) -> list[Row]:
