@@ -190,7 +190,12 @@ def pytest_report_collectionfinish(
     config.stash[header_shown_key] = True
     line = state.discover().header_line()
     problem = state.usage_problem()
-    if problem:  # before any test runs: pytest prints it as "ERROR: ..." and exits 4
+    if problem:  # before any test runs: pytest prints it last, as "ERROR: ...", and exits 4
+        # The devices line still goes in the header, so the error's reasons sit beside what
+        # was found (a returned line is lost once this hook raises).
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
         raise pytest.UsageError(problem)
     return line
 

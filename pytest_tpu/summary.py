@@ -340,6 +340,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
         confidence_pct=pct(row.confidence),
         threshold_pct=pct(row.threshold),
         statistic=_statistic(row, mode),
+        allowance_bytes=row.allowance,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -137,16 +138,24 @@ def test_save_then_compare_unchanged(pytester):
         ]
     )
     # The terminal's notes are cut to the table's width; the report carries the whole source.
-    (row,) = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
+    comparison = json.loads((pytester.path / "out.json").read_text())["comparison"]
+    (row,) = comparison["rows"]
+    # Read later, the report names the file and when its runs were saved, not just "main".
+    assert re.fullmatch(
+        r"main \(\.pytest-tpu/baselines/main\.json; 1 run saved \d{4}-\d\d-\d\d \d\d:\d\d UTC\)",
+        comparison["baseline"],
+    ), comparison["baseline"]
     # One saved run measures nothing between sessions: the threshold stands in, and says so.
     assert row["noise_source"].startswith("assumed 60.0% (1 saved run: the threshold")
     gate = json.loads((pytester.path / "out.json").read_text())["gate"]
     assert gate["verdict"] == "inconclusive"  # a 60 % slowdown is not ruled out
-    assert (
-        gate["lines"][0]
-        == "regression gate (60%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive: "
-        "a 60% slowdown there is neither shown nor ruled out (see the table)"
-    )
+    # ... naming the row with the smallest slowdown it could have seen (trial 34).
+    assert re.fullmatch(
+        r"regression gate \(60%\): INCONCLUSIVE \(no regression shown\), 1 checked; 1 "
+        r"inconclusive: a 60% slowdown there is neither shown nor ruled out \(test_work detects "
+        r"(over 1,000|\d+\.\d)%\)",
+        gate["lines"][0],
+    ), gate["lines"][0]
     assert gate["lines"][-1].startswith("1 of 1 benchmark(s) cannot resolve their threshold")
 
 
@@ -260,6 +269,12 @@ def test_unknown_baseline_name_lists_the_saved_ones(pytester):
     result = pytester.runpytest(*FAST, "--compare=nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--compare=nope: no baseline 'nope' in *; saved: main"])
+    # A misspelt folder is named as such, not as a baseline missing from an empty list.
+    typo = pytester.runpytest(*FAST, "--compare=main", "--tpu-baseline-dir=.pytest-tpu/baselnes")
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR
+    typo.stderr.fnmatch_lines(
+        ["*--compare=main: the baseline folder */baselnes does not exist, so no baseline was*"]
+    )
 
 
 def test_corrupt_baseline_is_a_usage_error_naming_the_file(pytester):

@@ -159,6 +159,14 @@ def test_memory_is_one_quantity_in_a_history_and_an_allocator_s_step_is_no_chang
     # The change is the shown values' (trial 17: 1.17 MiB -> 0 B read -14.4 %, the floor's).
     assert (steps.verdict, steps.regression, steps.change) == ("unchanged", False, 62.0)
     assert "a change within 1.0 MiB counts as none" in steps.reason
+    # The table says it beside the verdict: "+6100% unchanged" alone read as a contradiction.
+    from pytest_tpu.report import comparison_table
+    from pytest_tpu.summary import from_gate_row
+
+    shown = from_gate_row(steps)
+    assert "+6200.0%  unchanged (within 1.00 MiB)" in comparison_table([shown])
+    within = from_gate_row(compare_memory("t", [16.0 * mib], 16.5 * mib, 0.05))
+    assert comparison_table([within]).split()[-1] == "unchanged"  # within its threshold: no marker
     grown = compare_memory("t", [16.0 * mib, 15.0 * mib], 19.2 * mib, 0.05)
     assert (grown.verdict, grown.regression) == ("slower", True)
     assert grown.change == pytest.approx(0.2)

@@ -296,6 +296,12 @@ def test_the_counts_lines_and_the_gate_count_the_same_rows():
     )
     [gate] = gate_lines(rows[:2], 5.0, "base")
     assert "; 1 inconclusive" in gate
+    # The JSON counts as the terminal does (trial 34: its counts lumped the first call in).
+    data = report.to_json([], [from_gate_row(r) for r in rows], "base")["comparison"]
+    assert (data["counts"]["inconclusive"], data["counts"]["faster"]) == (1, 1)
+    assert data["metric_counts"]["compile"]["inconclusive"] == 1
+    assert data["metric_counts"]["memory"]["unchanged"] == 1
+    assert sum(data["counts"].values()) == 2
 
 
 # ---------------------------------------------------------------- files

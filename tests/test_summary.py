@@ -297,7 +297,10 @@ def test_gate_comparison_reaches_table_and_markdown(pytester: pytest.Pytester):
         ]
     )
     markdown = (pytester.path / "out.md").read_text()
-    assert "## Comparison with baseline `main`" in markdown
+    # The heading names the file and when its runs were saved (trial 34: "main" alone).
+    assert "## Comparison with baseline `main (.pytest-tpu/baselines/main.json; 1 run saved " in (
+        markdown
+    )
     assert "test_work" in markdown.split("## Comparison", 1)[1]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pytest_tpu.gate.contention import cores
@@ -220,6 +220,20 @@ def duration(span: timedelta) -> str:
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+def saved_when(runs: Iterable[RunSummary]) -> str:
+    """How many runs were saved and when, for a report read later: ``5 runs saved 2026-11-27
+    22:14 to 22:31 UTC`` (the runs of every benchmark, told apart by their start)."""
+    saved = {run.when for run in runs if run.source == "run"}
+    times = sorted(t for when in saved if (t := moment(when)))
+    count = f"{len(saved)} run{'s' if len(saved) != 1 else ''} saved"
+    if not times:
+        return count
+    first, last = (t.astimezone(timezone.utc) for t in (times[0], times[-1]))
+    end = last.strftime("%H:%M" if last.date() == first.date() else "%Y-%m-%d %H:%M")
+    span = first.strftime("%Y-%m-%d %H:%M") + ("" if last == first else f" to {end}")
+    return f"{count} {span} UTC"
 
 
 @dataclass(frozen=True)

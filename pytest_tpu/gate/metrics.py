@@ -71,6 +71,8 @@ def compare_memory(nodeid: str, history: Sequence[float], now: float, threshold:
         regression=grown,
         noise_source=source,
         reason=reason if abs(now - largest) <= allowance and verdict == "unchanged" else "",
+        allowance=allowance,
+        threshold=threshold,
         **common,
     )
 

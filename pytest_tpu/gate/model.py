@@ -106,6 +106,7 @@ class Row:
     threshold: float | None = None  # the time threshold its verdict was judged against
     statistic: str = ""  # "": the gate's location (module docstring); TAIL: the mean of all rounds
     memory_copy: float | None = None  # how much slower the host copied memory (``bandwidth``)
+    allowance: float | None = None  # a memory row: the change in bytes that counts as none
 
 
 comparison_key = pytest.StashKey[list[Row]]()

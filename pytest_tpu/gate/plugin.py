@@ -43,7 +43,7 @@ from pytest_tpu.gate.compare import (
     regressions,
     remember_gate,
 )
-from pytest_tpu.gate.history import RunSummary, metrics_of, summarize
+from pytest_tpu.gate.history import RunSummary, metrics_of, saved_when, summarize
 from pytest_tpu.gate.lines import (
     between_sessions_hint,
     comparison_lines,
@@ -53,6 +53,7 @@ from pytest_tpu.gate.lines import (
     saved_span_note,
 )
 from pytest_tpu.gate.markers import marker_thresholds
+from pytest_tpu.gate.model import against_key
 from pytest_tpu.gate.stats import Estimate, relative_spread
 from pytest_tpu.options import (
     REGRESSION_EXIT_CODE,
@@ -186,6 +187,9 @@ class GatePlugin:
             _check_profile_dir(settings.profile_regressions)
         if settings.compare:
             self.baseline = self._load(settings.compare)
+            self.config.stash[against_key] = _described(
+                settings.compare, self.baseline, self.config.rootpath
+            )
         self.kernel_kinds = _kernel_kinds(self.baseline or self._saved(settings.save_baseline))
         self.ready = True
 
@@ -201,6 +205,12 @@ class GatePlugin:
         directory = self.settings.baseline_dir
         try:
             path = store.baseline_path(directory, name)
+            if not directory.is_dir():  # a misspelt --tpu-baseline-dir, or nothing saved yet
+                raise pytest.UsageError(
+                    f"--compare={name}: the baseline folder {directory} does not exist, so no "
+                    f"baseline was saved there (--save-baseline={name} saves one; "
+                    "--tpu-baseline-dir or ini tpu_baseline_dir names another folder)"
+                )
             if not path.is_file():
                 names = ", ".join(store.list_names(directory)) or "none"
                 raise pytest.UsageError(
@@ -589,6 +599,17 @@ def _kernel_kinds(saved: loading.Baseline | None) -> dict[str, str]:
     if saved is None:
         return {}
     return {nodeid: side.latest.kernel_kind for nodeid, side in saved.sides.items()}
+
+
+def _described(name: str, baseline: loading.Baseline, root: Path) -> str:
+    """What a report compared with: the name alone does not say which file or which runs, and
+    a report is read after the baseline has moved on (trial 34: ``"baseline": "main"``). The
+    file relative to the rootdir where it is under it, as a pull request's reader sees it."""
+    runs = [run for side in baseline.sides.values() for run in side.runs]
+    path = baseline.path
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(root)
+    return f"{name} ({path}; {saved_when(runs)})"
 
 
 def _check_profile_dir(path: Path) -> None:

@@ -66,7 +66,8 @@ def comparison_blocks(
             _comparison_value(r, r.current),
             _change_cell(r),
             verdict_text(verdict_word(r.verdict, r.metric), fmt, r.regression)
-            + _threshold_marker(r, usual),
+            + _threshold_marker(r, usual)
+            + _allowance_marker(r),
         ]
         for r in sort_comparison(rows)
     ]
@@ -109,6 +110,18 @@ def _threshold_marker(row: ComparisonRow, usual: dict[str, float | None]) -> str
     if own is None or usual.get(row.metric, own) == own:
         return ""
     return f" (gate {own:g}%)"
+
+
+def _allowance_marker(row: ComparisonRow) -> str:
+    """`` (within 1.00 MiB)`` after an unchanged memory row whose change passes its threshold in
+    percent but not the allowance in bytes (trial 34: ``64.0 KiB -> 204 KiB +218.8% unchanged``
+    read as a contradiction, its reason only in the notes below)."""
+    change, allowance = row.change_pct, row.allowance_bytes
+    if row.metric != "memory" or row.verdict != "unchanged" or change is None or not allowance:
+        return ""
+    if abs(change) <= (row.threshold_pct or 0.0):
+        return ""
+    return f" (within {units.format_quantity(allowance, row.unit)})"
 
 
 def _split_table(lines: list[str]) -> tuple[list[str], list[list[str]]]:

@@ -16,7 +16,13 @@ from pytest_tpu.report.comparison import (
     sort_comparison,
 )
 from pytest_tpu.report.layout import tabulate_rows
-from pytest_tpu.report.model import SPREAD_LEGEND, Cell, ComparisonRow, WorkloadTable
+from pytest_tpu.report.model import (
+    OTHER_METRICS,
+    SPREAD_LEGEND,
+    Cell,
+    ComparisonRow,
+    WorkloadTable,
+)
 from pytest_tpu.report.tables import cross_table, missing_line, speedup_table, table_notes
 from pytest_tpu.roundtimes import RoundTime
 
@@ -124,7 +130,15 @@ def to_json(
         data["comparison"] = {
             "baseline": baseline,
             "interval_pct": roundtimes.INTERVAL_PCT,  # what every row's ci_low..ci_high bounds
-            "counts": comparison_counts(comparison),
+            # The time rows' counts, as the terminal's counts line gives them; each other
+            # metric's apart (trial 34: "3 inconclusive" here beside the terminal's 1 and the
+            # first calls' 2).
+            "counts": comparison_counts(r for r in comparison if r.metric not in OTHER_METRICS),
+            "metric_counts": {
+                metric: comparison_counts(r for r in comparison if r.metric == metric)
+                for metric in OTHER_METRICS
+                if any(r.metric == metric for r in comparison)
+            },
             "rows": [asdict(row) for row in sort_comparison(comparison)],
             "notes": list(notes),
         }

@@ -166,3 +166,5 @@ class ComparisonRow:
     statistic: str = ""
     # How much slower the host copied memory than in the saved runs (in %; ``gate.bandwidth``).
     memory_copy_pct: float | None = None
+    # A memory row: the change in bytes that counts as none (``gate.metrics.compare_memory``).
+    allowance_bytes: float | None = None
