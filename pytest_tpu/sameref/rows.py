@@ -178,7 +178,8 @@ def one_pair(row: Row, threshold: float) -> Row:
     ``unchanged`` on one pair's -0.3 to +2.5 %, 7 of them between a quarter and half the
     threshold; so were 9 of the 69 one-pair ``unchanged`` rows of unchanged code. Measuring that
     band by new pairs made enough pairs agree on an offset now and then to fail unchanged code,
-    in a replay of r43's pairs: README, "Why the band starts at half the threshold".)
+    in a replay of r43's pairs: experiments/compare_ref/RESULTS.md, "Why the band starts at
+    half the threshold".)
     """
     if row.change is None or row.regression:
         return row
@@ -271,13 +272,13 @@ def one_pair_note(rows: Sequence[Row]) -> str:
     alone = sum(row.status == "compared" and row.noise_source.endswith(ONE_PAIR) for row in rows)
     if not alone:
         return ""
-    # One short line with the README's heading, not the rules themselves (trial 32: six rules in
-    # one 660-character line, in every session's log).
+    # One short line with the heading of the rules, not the rules themselves (trial 32: six
+    # rules in one 660-character line, in every session's log).
     return (
         f"{alone} row(s) measured by one pair of processes: their intervals and 'detects' are "
         "that pair's rounds' own; two processes with the same code can differ by more (a few "
-        'percent for some code), and the gate allows for it (README: "One pair of processes '
-        'does not call a change under the threshold")'
+        'percent for some code), and the gate allows for it (docs/compare-ref.md: "One pair of '
+        'processes does not call a change under the threshold")'
     )
 
 
