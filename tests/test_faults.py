@@ -27,9 +27,12 @@ def test_shape_error(benchmark, accelerator):
 """
 
 
-def test_a_failing_benchmark_leaves_the_rest_measured_saved_and_reported(pytester):
+def test_a_failing_benchmark_leaves_the_rest_measured_saved_and_reported(
+    pytester, tensorflow_in_process
+):
+    # In process: two sessions skip two TensorFlow imports.
     pytester.makepyfile(BENCHES)
-    result = pytester.runpytest_subprocess("--save-baseline=main", "--tpu-report=out.json")
+    result = pytester.runpytest("--save-baseline=main", "--tpu-report=out.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -43,7 +46,7 @@ def test_a_failing_benchmark_leaves_the_rest_measured_saved_and_reported(pyteste
     devices = [row["devices"]["cpu"] for table in report["workloads"] for row in table["rows"]]
     assert sorted(bool(cell["error"]) for cell in devices) == [False, True]
 
-    compared = pytester.runpytest_subprocess("--compare=main")
+    compared = pytester.runpytest("--compare=main")
     compared.assert_outcomes(passed=1, failed=1)
     compared.stdout.fnmatch_lines(["*test_shape_error*failed in this run*"])
     assert compared.ret == pytest.ExitCode.TESTS_FAILED

@@ -95,7 +95,14 @@ def test_memory_rows_say_smaller_and_a_time_gate_says_it_did_not_judge_them(pyte
     assert "smaller" in lines[row] + lines[row + 1] and "faster" not in lines[row] + lines[row + 1]
 
 
-def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(pytester):
+def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(
+    pytester, tensorflow_in_process
+):
+    # In process: each session traces a new module's tf.function, and seven sessions skip
+    # seven TensorFlow imports (the gate's fresh-process check still starts its own process).
+    def run(pytester, *args):
+        return pytester.runpytest(*ARGS, *args)
+
     pytester.makepyfile(test_tf=COMPILE.format(ops=100))
     for _ in range(5):  # the first call's spread between sessions is measured from these
         run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
