@@ -314,7 +314,7 @@ def test_markdown_has_a_github_table_per_workload_and_the_comparison():
     assert "### test_matmul: FLOP/s in TFLOP/s (higher is better), speedup vs cpu" in text
     assert "| N=2048 float32 | 0.530 ±2% |" in text
     assert "## Comparison with baseline `main`" in text
-    assert "⚠️ **slower**" in text
+    assert "⚠️ **SLOWER**" in text
 
 
 def test_markdown_says_so_when_nothing_ran():

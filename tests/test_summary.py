@@ -125,7 +125,7 @@ def test_comparison_table_lists_regressions_first(bench, monkeypatch):
     )
     markdown = (bench.path / "out.md").read_text(encoding="utf-8")
     assert "## Comparison with baseline" in markdown
-    assert "⚠️ **slower**" in markdown
+    assert "⚠️ **SLOWER**" in markdown
     # In 72 columns the names, too short to cut, go above their figures, whole.
     monkeypatch.setenv("COLUMNS", "72")
     narrow = bench.runpytest("-p", "no:cacheprovider").stdout.lines

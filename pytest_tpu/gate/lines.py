@@ -167,7 +167,7 @@ def gate_lines(
             if only is not None and only[0] == "time"
             else "a slowdown of its threshold"
         )
-        note = _inconclusive_note(measured, doubtful, size)
+        note = _inconclusive_note(measured, doubtful, size, threshold)
         unresolved = [_unresolved_line(row, threshold) for row in doubtful]
         checked = _checked(measured, not_gated) + _not_checked(rows)
         head = f"{_INCONCLUSIVE} (no regression shown)" if doubtful else "passed"
@@ -189,7 +189,9 @@ def failed_line(said: Sequence[str]) -> str | None:
     return next((line for line in said if _FAILED in line), None)
 
 
-def _inconclusive_note(measured: Sequence[Row], doubtful: Sequence[Row], size: str) -> str:
+def _inconclusive_note(
+    measured: Sequence[Row], doubtful: Sequence[Row], size: str, threshold: float
+) -> str:
     """What a passing verdict line says of the table's inconclusive rows: how many, and how many
     of them could hide a slowdown. All of them counted, as the summary counts them (trial 18:
     "6 inconclusive" there beside "5 inconclusive" here), and said so that the count of those
@@ -201,11 +203,11 @@ def _inconclusive_note(measured: Sequence[Row], doubtful: Sequence[Row], size: s
     if not doubtful:
         return f"; {undecided} inconclusive, each ruling a slowdown of its threshold out"
     if undecided == len(doubtful):
-        ruled = f"neither shown nor ruled out ({_which(doubtful)})"
+        ruled = f"neither shown nor ruled out ({_which(doubtful, threshold)})"
         return f"; {undecided} inconclusive: {size} there is {ruled}"
     return (
         f"; {undecided} inconclusive, {len(doubtful)} of which could hide {size} "
-        f"(neither shown nor ruled out: {_which(doubtful)})"
+        f"(neither shown nor ruled out: {_which(doubtful, threshold)})"
     )
 
 
@@ -213,7 +215,7 @@ def _inconclusive_note(measured: Sequence[Row], doubtful: Sequence[Row], size: s
 NAMED_AT_MOST = 5
 
 
-def _which(rows: Sequence[Row]) -> str:
+def _which(rows: Sequence[Row], threshold: float) -> str:
     """The rows a count stands for, by the names the table shows them under, where they are few
     (trial 31: "2 of which could hide a 5% slowdown ... see the table" beside three
     ``inconclusive`` rows, and nothing in the table told the two apart), each with the smallest
@@ -221,16 +223,21 @@ def _which(rows: Sequence[Row]) -> str:
     named nowhere else, and this is the size of what could have gone unseen."""
     if len(rows) > NAMED_AT_MOST:
         return "see the table"
-    return ", ".join(_named(row) for row in rows)
+    return ", ".join(_named(row, threshold) for row in rows)
 
 
-def _named(row: Row) -> str:
-    """A row as the table names it (``test_x (compile)`` under its benchmark), with what it
-    could have seen."""
+def _named(row: Row, threshold: float) -> str:
+    """A row as the table names it (``test_x (compile)`` under its benchmark), with why it could
+    hide the slowdown: the smallest slowdown it could have seen where that is past its threshold,
+    else that one pair of processes measured it (trial 35: "detects 3.5%" beside "a 5% slowdown
+    ... neither shown nor ruled out" read as a contradiction: one pair must rule out half the
+    threshold, for an offset between two processes it cannot show)."""
     name = display_name(row.nodeid) + (f" ({row.metric})" if row.metric != "time" else "")
     if row.metric != "time" or row.detectable is None or not math.isfinite(row.detectable):
         return name
-    return f"{name} detects {format_detectable(row.detectable * 100)}"
+    if row.detectable * 100 > _own_threshold(row, threshold):
+        return f"{name} detects {format_detectable(row.detectable * 100)}"
+    return f"{name} (one pair of processes)" if row.noise_source.endswith(ONE_PAIR) else name
 
 
 def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) -> str:

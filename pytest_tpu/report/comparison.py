@@ -152,7 +152,8 @@ def verdict_text(verdict: str, fmt: str, regression: bool) -> str:
     slowdown the threshold tolerates is said plainly, not shouted."""
     if not regression:
         return verdict
-    return verdict.upper() if fmt == "simple" else f"⚠️ **{verdict}**"
+    # Capitals in Markdown too: lowercase "slower" is a slowdown that does not fail (trial 35).
+    return verdict.upper() if fmt == "simple" else f"⚠️ **{verdict.upper()}**"
 
 
 def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
