@@ -281,16 +281,19 @@ def _add_output_options(group: pytest.OptionGroup, parser: pytest.Parser) -> Non
         group,
         parser,
         "--tpu-report",
-        "Write the result tables to PATH: Markdown (.md) or JSON (.json).",
+        "Write the result tables to PATH: Markdown (.md) or JSON (.json); give it again to "
+        "write several files.",
         metavar="PATH",
+        action="append",
     )
     _add(
         group,
         parser,
         "--tpu-report-plot",
         "Draw speedups (and, with --compare, changes) to "
-        "PATH (.png or .svg); needs the 'plot' extra.",
+        "PATH (.png or .svg); needs the 'plot' extra. Give it again to draw several files.",
         metavar="PATH",
+        action="append",
     )
     _add(
         group,
@@ -361,8 +364,8 @@ class Settings:
     thresholds: dict[str, float]  # every gated metric's threshold in % (empty: no gate)
     measure_noise: bool
     speedup_reference: str
-    report: Path | None
-    report_plot: Path | None
+    reports: tuple[Path, ...]  # --tpu-report, each file given
+    report_plots: tuple[Path, ...]  # --tpu-report-plot, each file given
     workers: int | None
     profile_regressions: Path | None
     tpu_threads: int | None = None
@@ -379,6 +382,19 @@ def _path(config: pytest.Config, name: str) -> Path | None:
         return None
     path = Path(value).expanduser()
     return path if path.is_absolute() else config.invocation_params.dir / path
+
+
+def _paths(config: pytest.Config, name: str) -> tuple[Path, ...]:
+    """Every PATH of an option that may be given more than once (the ini twin names one).
+
+    Given twice, both files are written: the second must not silently replace the first
+    (new-user trial 35: ``--tpu-report=a.md --tpu-report=b.json`` wrote only b.json).
+    """
+    given: list[str] = config.getoption(name) or []
+    values = given or [_ini_or_env(config, name) or ""]
+    found = [Path(value).expanduser() for value in values if value]
+    paths = [path if path.is_absolute() else config.invocation_params.dir / path for path in found]
+    return tuple(dict.fromkeys(paths))  # the same file twice is written once
 
 
 def _check_not_a_path(config: pytest.Config, option: str) -> str | None:
@@ -430,8 +446,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
         thresholds=thresholds,
         measure_noise=bool(config.getoption("tpu_measure_noise")),
         speedup_reference=resolve(config, "tpu_speedup_reference", parse_speedup_reference, "cpu"),
-        report=_path(config, "tpu_report"),
-        report_plot=_path(config, "tpu_report_plot"),
+        reports=_paths(config, "tpu_report"),
+        report_plots=_paths(config, "tpu_report_plot"),
         workers=resolve(config, "tpu_workers", parse_workers, None),
         profile_regressions=_path(config, "tpu_profile_regressions"),
         tpu_threads=resolve(config, "tpu_threads", parse_positive_int, None),

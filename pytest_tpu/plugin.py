@@ -66,7 +66,7 @@ def _register_features(config: pytest.Config) -> None:
         # tables, no baseline written (an IDE's or a CI dry run's collection stays collection).
         return
     compared = settings.compare or settings.compare_ref
-    if settings.report is not None or settings.report_plot is not None or compared:
+    if settings.reports or settings.report_plots or compared:
         register_summary(config)  # now: report paths are checked, comparisons are drawn
     if _gate_wanted(settings):
         from pytest_tpu.gate.plugin import GatePlugin

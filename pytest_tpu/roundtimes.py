@@ -25,6 +25,12 @@ EXPLAINED = (
     "95 % interval within this run (batch means over blocks of rounds), and the mean of all "
     "rounds but the first: far above the round time where some calls are slow."
 )
+# Under --compare-ref the comparison times something else; said where both are shown (trial 35:
+# a Markdown report's 26 ms round time beside its comparison's current 33 ms, without a word).
+IN_TURNS = (
+    "These rounds were taken in turns with the base's process; the comparison below times its "
+    "paired rounds alone (the mean of their middle half), so its current column can differ."
+)
 HEADERS = ["benchmark", "round time", "95% interval", "mean of all rounds", "rounds"]
 INTERVAL_PCT = round(stats.CONFIDENCE * 100, 6)  # the level of every interval a report shows
 

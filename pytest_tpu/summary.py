@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,24 +37,27 @@ PLOT_HINT = "pip install 'pytest-tpu[plot]'"
 comparison_key = pytest.StashKey["list[ComparisonRow]"]()
 
 
-def check_paths(report: Path | None, plot: Path | None, plot_available: bool) -> None:
+def check_paths(reports: Sequence[Path], plots: Sequence[Path], plot_available: bool) -> None:
     """Raise ``pytest.UsageError`` for a report path this plugin cannot write."""
-    if report is not None and report.suffix.lower() not in REPORT_SUFFIXES:
-        raise pytest.UsageError(
-            f"--tpu-report={report}: unknown file type {report.suffix or '(none)'!r}; "
-            "use .md for Markdown or .json for JSON"
-        )
-    if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
-        raise pytest.UsageError(
-            f"--tpu-report-plot={plot}: unknown file type {plot.suffix or '(none)'!r}; "
-            "use .png or .svg"
-        )
-    if plot is not None and not plot_available:
+    for report in reports:
+        if report.suffix.lower() not in REPORT_SUFFIXES:
+            raise pytest.UsageError(
+                f"--tpu-report={report}: unknown file type {report.suffix or '(none)'!r}; "
+                "use .md for Markdown or .json for JSON"
+            )
+    for plot in plots:
+        if plot.suffix.lower() not in PLOT_SUFFIXES:
+            raise pytest.UsageError(
+                f"--tpu-report-plot={plot}: unknown file type {plot.suffix or '(none)'!r}; "
+                "use .png or .svg"
+            )
+    if plots and not plot_available:
         raise pytest.UsageError(
             f"--tpu-report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
         )
-    for flag, path in (("--tpu-report", report), ("--tpu-report-plot", plot)):
-        problem = None if path is None else unwritable(path)
+    given = [("--tpu-report", path) for path in reports]
+    for flag, path in given + [("--tpu-report-plot", path) for path in plots]:
+        problem = unwritable(path)
         if problem is not None:
             raise pytest.UsageError(f"{flag}={path}: {problem}")
 
@@ -132,10 +135,9 @@ class SummaryPlugin:
         from pytest_tpu import plot
 
         settings = self._settings()
-        if settings.report_plot is None:
-            check_paths(settings.report, None, True)
-        else:
-            check_paths(settings.report, settings.report_plot, plot.available())
+        # matplotlib's import is only paid for where a plot is asked for.
+        available = plot.available() if settings.report_plots else True
+        check_paths(settings.reports, settings.report_plots, available)
 
     def _tables(self) -> list[WorkloadTable]:
         from pytest_tpu.report import build_tables
@@ -168,22 +170,24 @@ class SummaryPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Write --tpu-report and --tpu-report-plot, after the gate has stored its comparison."""
         settings = self._settings()
-        if self._worker or (settings.report is None and settings.report_plot is None):
+        if self._worker or not (settings.reports or settings.report_plots):
             return
         tables, comparison = self._tables(), self._comparison()
-        if settings.report is not None:
+        if settings.reports:
             scaling = _scaling_rows(self.config)
             missing = self._missing()
             plain = self._round_times()
             against, notes, gate = self._against(), self._against_notes(), self._gate()
-            self._write(
-                settings.report,
-                lambda p: _write_report(
-                    p, tables, comparison, against, scaling, missing, gate, plain, notes
-                ),
-            )
-        if settings.report_plot is not None:
-            self._write(settings.report_plot, lambda p: _write_plot(p, tables, comparison))
+            head = self._head()
+            for path in settings.reports:
+                self._write(
+                    path,
+                    lambda p: _write_report(
+                        p, tables, comparison, against, scaling, missing, gate, plain, notes, head
+                    ),
+                )
+        for path in settings.report_plots:
+            self._write(path, lambda p: _write_plot(p, tables, comparison))
         if self.failed_writes and session.exitstatus == pytest.ExitCode.OK:
             # A CI step that reads the report must not find it missing after a green run.
             session.exitstatus = SAVE_FAILED_EXIT_CODE
@@ -191,8 +195,14 @@ class SummaryPlugin:
     def _against(self) -> str | None:
         from pytest_tpu.gate.model import against_key
 
-        # --compare-ref stores what it compared with, its commit named; else the baseline's name.
+        # The gate stores what it compared with (a stored baseline's file and when its runs were
+        # saved, or --compare-ref's commit); the baseline's name alone is the fallback.
         return self.config.stash.get(against_key, None) or self._settings().compare
+
+    def _head(self) -> str | None:
+        from pytest_tpu.gate.model import head_key
+
+        return self.config.stash.get(head_key, None)
 
     def _against_notes(self) -> list[str]:
         from pytest_tpu.gate.model import against_notes_key
@@ -386,16 +396,17 @@ def _write_report(
     gate: dict[str, Any] | None,
     plain: list[RoundTime],
     notes: list[str],
+    head: str | None = None,
 ) -> None:
     from pytest_tpu import report, scaling
 
     if path.suffix.lower() == ".json":
-        data = report.to_json(tables, comparison, baseline, missing, gate, plain, notes)
+        data = report.to_json(tables, comparison, baseline, missing, gate, plain, notes, head)
         if scaling_rows:
             data["scaling"] = scaling.to_dicts(scaling_rows)
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
     else:
-        text = report.to_markdown(tables, comparison, baseline, missing, gate, plain, notes)
+        text = report.to_markdown(tables, comparison, baseline, missing, gate, plain, notes, head)
         if scaling_rows:
             text = text.rstrip("\n") + "\n\n" + scaling.to_markdown(scaling_rows)
     write_text_atomic(path, text)

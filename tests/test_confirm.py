@@ -122,6 +122,18 @@ def test_a_regression_the_re_measurement_could_not_confirm_leaves_the_first_row(
     assert confirmed.regression is True and confirmed.change == pytest.approx(0.09)
 
 
+@pytest.mark.parametrize("joined", [" (", ": "])
+def test_a_re_measured_row_tells_the_session_s_first_pair_from_the_first_with_more_rounds(joined):
+    first = replace(FIRST, verdict="inconclusive", regression=False, detectable=0.2)
+    pairs = f"new pairs of processes, the spread between pairs counted{joined}first +9.7% [+9.5%"
+    found = {**again(9.7, 9.5, 9.9, regression=True), "confirmed": True, "note": pairs}
+    note = _resolved(first, found, 4).reason
+    # Trials 33 and 35 read two "first" readings as one pair's.
+    assert note.startswith("measured again with 4x the rounds in a new pair of processes (the ")
+    assert "(the session's first pair read +" in note
+    assert f"counted{joined}the first with 4x the rounds +9.7% [+9.5%" in note
+
+
 def with_detectable(row: dict[str, object], detectable: float) -> dict[str, object]:
     return {**row, "detectable_pct": detectable}
 

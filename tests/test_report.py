@@ -11,6 +11,7 @@ import pytest
 from pytest_tpu import report, units
 from pytest_tpu.report import ComparisonRow
 from pytest_tpu.results import BenchResult
+from pytest_tpu.roundtimes import RoundTime
 
 
 def result(fn, kind, extra, *, ids="", samples=(1.0, 1.02, 0.98), outcome="passed", error=None):
@@ -315,6 +316,16 @@ def test_markdown_has_a_github_table_per_workload_and_the_comparison():
     assert "| N=2048 float32 | 0.530 ±2% |" in text
     assert "## Comparison with baseline `main`" in text
     assert "⚠️ **SLOWER**" in text
+    assert "Head:" not in text  # a stored baseline's comparison names no commit it was not told
+    # --compare-ref names both commits (trial 35: the head's was nowhere in the report).
+    head = "1a2b3c4d5e6f with uncommitted changes"
+    text = report.to_markdown(tables, ROWS, "HEAD~1 (0f9e8d7c6b5a, same job)", head=head)
+    assert "## Comparison with baseline `HEAD~1 (0f9e8d7c6b5a, same job)`\n\nHead: `1a2b" in text
+    # Its round times say why they can differ from the comparison's current column.
+    plain = [RoundTime("test_sort", "passed", 30, 1, 0.026, 0.025, 0.027)]
+    turns = report.to_markdown([], ROWS, "HEAD~1", plain=plain, head=head)
+    assert "taken in turns with the base's process; the comparison below times" in turns
+    assert "taken in turns" not in report.to_markdown([], ROWS, "main", plain=plain)
 
 
 def test_markdown_says_so_when_nothing_ran():

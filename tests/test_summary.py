@@ -162,6 +162,26 @@ def test_report_json_writes_the_numbers(bench):
     assert row["devices"]["gpu"]["speedup"] == pytest.approx(30.0)
 
 
+def test_report_given_twice_writes_both_files(bench):
+    # Trial 35: the second --tpu-report silently replaced the first.
+    args = ("--tpu-report=out.md", "--tpu-report=out.json", "--tpu-report=out.md")
+    result = bench.runpytest("-p", "no:cacheprovider", *args)
+    result.stdout.fnmatch_lines(["pytest-tpu: wrote *out.md", "pytest-tpu: wrote *out.json"])
+    assert result.stdout.str().count("pytest-tpu: wrote") == 2  # the same file once
+    assert "| N=1024 float32 |" in (bench.path / "out.md").read_text(encoding="utf-8")
+    data = json.loads((bench.path / "out.json").read_text(encoding="utf-8"))
+    assert [w["workload"] for w in data["workloads"]] == ["test_matmul", "test_cnn"]
+
+
+def test_report_from_the_ini_file_is_written_and_the_command_line_replaces_it(bench):
+    bench.makeini("[pytest]\ntpu_report = ini.md\n")
+    bench.runpytest("-p", "no:cacheprovider")
+    assert (bench.path / "ini.md").is_file()
+    (bench.path / "ini.md").unlink()
+    bench.runpytest("-p", "no:cacheprovider", "--tpu-report=cli.json")
+    assert (bench.path / "cli.json").is_file() and not (bench.path / "ini.md").exists()
+
+
 @pytest.mark.parametrize(
     ("option", "expected"),
     [

@@ -119,6 +119,9 @@ gate_lines_key = pytest.StashKey[list[str]]()
 # read a week later must say which commit the base was, and what it took (trial 33).
 against_key = pytest.StashKey[str]()
 against_notes_key = pytest.StashKey[list[str]]()
+# What was measured as the head, where a git checkout says it ("1a2b3c4d5e6f with uncommitted
+# changes"): a report beside its base's commit must name the other side too (trial 35).
+head_key = pytest.StashKey[str]()
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,13 @@ def to_markdown(
     gate: dict[str, Any] | None = None,
     plain: Sequence[RoundTime] = (),
     notes: Sequence[str] = (),
+    head: str | None = None,
 ) -> str:
     """GitHub-flavoured Markdown for ``$GITHUB_STEP_SUMMARY`` or a pull-request comment;
     devices missing from the machine are named once, under the heading. ``plain``: the round
     times of benchmarks without a device. ``notes``: what the comparison said beyond its rows
-    (--compare-ref's re-measurements and their seconds, an interrupt)."""
+    (--compare-ref's re-measurements and their seconds, an interrupt). ``head``: what was
+    measured against the baseline, where a git checkout names it."""
     out = ["## pytest-tpu benchmarks", ""]
     line = missing_line(missing or {})
     out += [line, ""] if line else []
@@ -47,7 +49,10 @@ def to_markdown(
         out += ["No benchmark ran.", ""]
     if plain:
         body = [roundtimes.cells(row) for row in plain]
-        out += [f"### {roundtimes.TITLE}", "", roundtimes.EXPLAINED, ""]
+        explained = (
+            f"{roundtimes.EXPLAINED} {roundtimes.IN_TURNS}" if head else roundtimes.EXPLAINED
+        )
+        out += [f"### {roundtimes.TITLE}", "", explained, ""]
         out += [tabulate_rows(body, roundtimes.HEADERS, "github"), ""]
         out += [f"failed: {row.name}: {row.error}  " for row in plain if row.error]
     for table in tables:
@@ -59,7 +64,7 @@ def to_markdown(
         out.append("")
     out += [SPREAD_LEGEND, ""] if tables else []
     if comparison is not None:
-        out += _markdown_comparison(comparison, baseline)
+        out += _markdown_comparison(comparison, baseline, head)
         out += ["", *(f"- {note}" for note in notes)] if notes else []
     if gate:
         out += ["", gate_text(gate)]
@@ -85,9 +90,13 @@ def gate_text(gate: dict[str, Any]) -> str:
     return f"{head} {rest}" if rest.startswith("(") else f"{head}, {rest}"
 
 
-def _markdown_comparison(rows: Sequence[ComparisonRow], baseline: str | None) -> list[str]:
+def _markdown_comparison(
+    rows: Sequence[ComparisonRow], baseline: str | None, head: str | None
+) -> list[str]:
     name = f" `{baseline}`" if baseline else ""
-    out = [f"## Comparison with baseline{name}", "", comparison_summary(rows), ""]
+    out = [f"## Comparison with baseline{name}", ""]
+    out += [f"Head: `{head}`", ""] if head else []
+    out += [comparison_summary(rows), ""]
     if rows:
         out += [comparison_table(rows, "github"), ""]
         out += [f"- {note}" for note in comparison_notes(rows)]
@@ -109,6 +118,7 @@ def to_json(
     gate: dict[str, Any] | None = None,
     plain: Sequence[RoundTime] = (),
     notes: Sequence[str] = (),
+    head: str | None = None,
 ) -> dict[str, Any]:
     """The same tables as JSON-able data, numbers unscaled in each metric's own unit."""
     data: dict[str, Any] = {"format": "pytest-tpu-report", "version": 1, "workloads": []}
@@ -129,6 +139,7 @@ def to_json(
     if comparison is not None:
         data["comparison"] = {
             "baseline": baseline,
+            "head": head,  # None outside --compare-ref
             "interval_pct": roundtimes.INTERVAL_PCT,  # what every row's ci_low..ci_high bounds
             # The time rows' counts, as the terminal's counts line gives them; each other
             # metric's apart (trial 34: "3 inconclusive" here beside the terminal's 1 and the

@@ -32,7 +32,7 @@ from pytest_tpu.gate.compare import (
     verdict_key,
 )
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
-from pytest_tpu.gate.model import against_key, against_notes_key
+from pytest_tpu.gate.model import against_key, against_notes_key, head_key
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import confirm, nested, resolve, seed, spin, worktree
@@ -109,6 +109,7 @@ class HeadPlugin:
         # The report names the commit: "origin/main" read a week later says nothing of which.
         config.stash[against_key] = f"{self.ref} ({self.commit[:12]}, same job)"
         self.dirty = worktree.dirty(root)
+        config.stash[head_key] = worktree.head(root, self.dirty)
         # Nothing is measured, so the base is not run at all (trial 15: every row "missing").
         # (--benchmark-skip, trial 16: a base session ran for nothing, and 6 rows were missing)
         self.unmeasured = UNMEASURED.get(measuring_off(config), "")
@@ -211,7 +212,14 @@ class HeadPlugin:
     def _times_note(self) -> str:
         """What the table's times are: rounds taken in turns, not a plain run's (trial 31: a numpy
         FFT at 251-273 µs in every same-job table, 176-184 µs in plain runs, unmarked)."""
-        pinned = f", every thread pinned to core {self.core}" if self.core is not None else ""
+        # What the pinning is, said where it shows (trial 35: "every thread pinned to core 1" was
+        # explained only in the docs, and read as if the benchmark ran on one core).
+        pinned = (
+            f", each process's threads on the same cores as the other's (the rounds on core "
+            f"{self.core})"
+            if self.core is not None
+            else ""
+        )
         return (
             f"the table's times are rounds taken in turns with the other tree's process{pinned}: "
             "they compare base with head, and can differ from a plain run's"
@@ -227,7 +235,10 @@ class HeadPlugin:
             else "one process per tree, benchmark rounds alternate ABBA"
         )
         if self.core is not None and not self.whole_runs:
-            how += f", every thread pinned alike, the rounds on core {self.core}"
+            how += (
+                f", every thread pinned alike on both sides, the rounds on core {self.core} "
+                "(a thread pool keeps every core)"
+            )
         spinning = spin.describe()
         if spinning and not self.whole_runs:  # whole runs never run beside each other
             how += f", {spinning}"

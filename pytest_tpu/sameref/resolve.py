@@ -140,7 +140,7 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
     """``row`` replaced by the new pair's row ``again`` (a report row, in percent)."""
     if not factor:
         return row
-    first = f"its first pair read {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
+    first = f"the session's first pair read {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
     # Withdrawn, or held by its own new pair: its numbers are a new pair's; its reason says both.
     if row.confirmed is False or OWN_PAIR_READ in row.reason:
         first = row.reason
@@ -153,6 +153,10 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
         why = "found a regression it could not confirm"
         return replace(row, reason=f"{row.reason}; measured again with more rounds: {why}")
     note = re.sub(r"^regression \([^)]*\)(; )?", "", str(again.get("note") or ""))
+    # Its own confirmation names its pairs "first" and "again" ("(first +9.7% ...", "counted:
+    # first +9.7% ..."); said apart from the session's first pair (trials 33 and 35 read the two
+    # "first" readings as one pair's).
+    note = re.sub(r"(\(|: )first (?=[+-])", rf"\1the first with {factor}x the rounds ", note)
     return replace(
         row,
         verdict=str(again.get("verdict") or "inconclusive"),

@@ -71,6 +71,13 @@ def _shallow_hint(root: Path) -> str:
     )
 
 
+def head(root: Path, beyond: str) -> str:
+    """What this session measures as the head: HEAD's commit, and ``beyond`` it (``dirty``)."""
+    done = _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    commit = done.stdout.strip()[:12] if done.returncode == 0 else "no commit yet"
+    return f"{commit} with {beyond}" if beyond else commit
+
+
 def dirty(root: Path) -> str:
     """What the checkout holds beyond HEAD, as the header says it ("" when nothing).
 
