@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,32 @@ def discover(virtual_cpus: int | None, tpu_timeout: float, threads: int | None =
     return inventory
 
 
+# Read by TensorFlow when it makes its thread pools, wherever that happens: set at configure time
+# they also size the pools of a model built when a test module is imported, before any device is
+# discovered (new-user trial 36: such a module ended --tpu-threads=1 in an INTERNALERROR).
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+class ThreadsError(RuntimeError):
+    """TensorFlow's thread pools were made before ``--tpu-threads`` could size them."""
+
+
+# Thread counts the environment asked for before TensorFlow was imported, and so before it made
+# its pools: only those pools are known to be sized (a conftest.py may start TensorFlow earlier).
+_SIZED_EARLY: set[int] = set()
+
+
+def size_threads_by_environment(threads: int) -> None:
+    """Ask for ``threads`` threads per pool in the environment, before TensorFlow may start."""
+    early = "tensorflow" not in sys.modules or all(
+        os.environ.get(name) == str(threads) for name in THREAD_VARIABLES
+    )
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    if early:
+        _SIZED_EARLY.add(threads)
+
+
 def _set_threads(tf: Any, threads: int | None) -> None:
     if not threads:
         return
@@ -98,10 +125,14 @@ def _set_threads(tf: Any, threads: int | None) -> None:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     except RuntimeError as exc:
-        raise RuntimeError(
-            f"--tpu-threads={threads}: TensorFlow was already initialised, so its thread pools "
-            f"can no longer be sized ({exc}). Avoid running TensorFlow ops at import time, or "
-            "set TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS in the environment."
+        if threads in _SIZED_EARLY:
+            return  # started already, its pools sized by the environment
+        raise ThreadsError(
+            f"--tpu-threads={threads}: TensorFlow was initialised before pytest-tpu was "
+            f"configured, so its thread pools can no longer be sized ({exc}); a conftest.py or "
+            "plugin ran TensorFlow ops when it was imported: move them into a fixture, or set "
+            f"TF_NUM_INTRAOP_THREADS={threads} and TF_NUM_INTEROP_THREADS={threads} in the "
+            "environment"
         ) from exc
 
 

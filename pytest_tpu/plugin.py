@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,6 +14,9 @@ from pytest_tpu.options import Settings, add_options, resolve_settings, under_xd
 from pytest_tpu.parsers import KINDS
 from pytest_tpu.results import REPORT_ATTR, BenchResult, ResultStore, result_from_item, results_key
 from pytest_tpu.session import DeviceSession, header_shown_key, session_key
+
+if TYPE_CHECKING:
+    from pytest_tpu.devices import Inventory
 
 MARKER = (
     "accelerators(*kinds): run this test once per named device kind "
@@ -53,6 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", THRESHOLD_MARKER)
     config.stash[session_key] = DeviceSession(resolve_settings(config))
+    threads = config.stash[session_key].settings.tpu_threads
+    if threads:  # before collection imports test modules, which may start TensorFlow
+        from pytest_tpu.devices import size_threads_by_environment
+
+        size_threads_by_environment(threads)
     store = config.stash[results_key] = ResultStore()
     config.pluginmanager.register(ResultCollector(config, store), "pytest-tpu-results")
     _register_features(config)
@@ -188,7 +196,7 @@ def pytest_report_collectionfinish(
     if not (wanted or state.discovered):
         return None
     config.stash[header_shown_key] = True
-    line = state.discover().header_line()
+    line = _discovered(state).header_line()
     problem = state.usage_problem()
     if problem:  # before any test runs: pytest prints it last, as "ERROR: ...", and exits 4
         # The devices line still goes in the header, so the error's reasons sit beside what
@@ -298,3 +306,13 @@ class ResultCollector:
             from pytest_tpu.devicelock import remove_locks
 
             remove_locks(self.runs)
+
+
+def _discovered(state: DeviceSession) -> Inventory:
+    """The devices found, or a usage error where TensorFlow could not be set up as asked."""
+    from pytest_tpu.devices import ThreadsError
+
+    try:
+        return state.discover()
+    except ThreadsError as exc:
+        raise pytest.UsageError(str(exc)) from None

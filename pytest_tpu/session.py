@@ -40,7 +40,12 @@ class DeviceSession:
         uses a device; this exit is for a device fixture requested dynamically, which pytest
         reports with its ``Exit`` prefix. Collection never probes.
         """
-        found = self.discover()
+        from pytest_tpu.devices import ThreadsError
+
+        try:
+            found = self.discover()
+        except ThreadsError as exc:
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
         problem = self.usage_problem()
         if problem:
             pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)

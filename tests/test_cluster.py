@@ -97,11 +97,21 @@ def test_modules_do_not_import_tensorflow(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["no tf"])
 
 
+SKIPPED_TEST = """
+import pytest
+
+def test_skipped(accelerator):
+    pytest.skip("nothing to measure here")
+"""
+
+
 def test_two_workers_end_to_end(pytester: pytest.Pytester):
-    pytester.makepyfile(test_mw=ALLREDUCE_TEST)
+    # A skip in the workers is part of the same session: a cluster costs three TensorFlow imports.
+    pytester.makepyfile(test_mw=ALLREDUCE_TEST, test_sk=SKIPPED_TEST)
     pytester.makeconftest(PRINT_RESULTS)
-    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-v", timeout=300)
-    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-v", "-rs", timeout=300)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED * nothing to measure here"])
     result.stdout.fnmatch_lines(
         [
             "pytest-tpu: 2 worker(s) on 127.0.0.1:*, 127.0.0.1:* (pids *)",
@@ -249,20 +259,6 @@ def test_a_pod_slice_name_reaches_the_tpu_resolver_unchanged():
     assert isinstance(target, tpu.TpuTarget)
     assert (target.tpu, target.source) == ("my-pod-v4-32", "TPU_NAME")
     assert tpu.accelerator_type({"TPU_ACCELERATOR_TYPE": "v4-32"}) == "v4-32"
-
-
-def test_skips_in_workers_reach_the_skip_summary(pytester: pytest.Pytester):
-    pytester.makepyfile(
-        test_sk="""
-        import pytest
-
-        def test_skipped(accelerator):
-            pytest.skip("nothing to measure here")
-        """
-    )
-    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-rs", timeout=300)
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["SKIPPED * nothing to measure here"])
 
 
 NON_CHIEF_FAILURES = """

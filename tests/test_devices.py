@@ -1,7 +1,9 @@
 """Device discovery, the marker, the fixtures and --accelerator, end to end through pytester.
 
-Runs that touch TensorFlow use ``runpytest_subprocess``: TensorFlow's device setup (virtual CPUs,
-a TPU connection) is fixed for the life of a process, so each scenario needs a fresh one.
+TensorFlow's device setup (virtual CPUs, thread pools, a TPU connection) is fixed for the life of
+a process, so a scenario that sets one up runs in a fresh one (``runpytest_subprocess``); one that
+only discovers the CPU runs in this process, TensorFlow imported once (``tensorflow_in_process``),
+which saves an import of about 5 s a session.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ def _no_tpu_environment(monkeypatch):
     monkeypatch.delenv("PYTEST_ACCELERATOR", raising=False)
 
 
-def test_all_runs_cpu_and_skips_missing_kinds_with_reasons(pytester: pytest.Pytester):
+def test_all_runs_cpu_and_skips_missing_kinds_with_reasons(
+    pytester: pytest.Pytester, tensorflow_in_process
+):
     pytester.makepyfile(TRAIN_STEP)
-    result = pytester.runpytest_subprocess("--accelerator=all", "-rs", "-v")
+    result = pytester.runpytest("--accelerator=all", "-rs", "-v")
     result.assert_outcomes(passed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
@@ -41,16 +45,18 @@ def test_all_runs_cpu_and_skips_missing_kinds_with_reasons(pytester: pytest.Pyte
     )
 
 
-def test_auto_runs_only_the_devices_present(pytester: pytest.Pytester):
+def test_auto_runs_only_the_devices_present(pytester: pytest.Pytester, tensorflow_in_process):
     pytester.makepyfile(TRAIN_STEP)
-    result = pytester.runpytest_subprocess("-v")
+    result = pytester.runpytest("-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_train_step?cpu? PASSED*"])
 
 
-def test_explicit_missing_kind_is_a_usage_error_saying_why(pytester: pytest.Pytester):
+def test_explicit_missing_kind_is_a_usage_error_saying_why(
+    pytester: pytest.Pytester, tensorflow_in_process
+):
     pytester.makepyfile(TRAIN_STEP)
-    result = pytester.runpytest_subprocess("--accelerator=tpu")
+    result = pytester.runpytest("--accelerator=tpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     # Said before any test runs, as pytest says a usage error: no "_pytest.outcomes.Exit" prefix.
     result.stderr.fnmatch_lines(
@@ -92,7 +98,9 @@ def test_virtual_cpus_give_a_mirrored_strategy_over_two_replicas(pytester: pytes
     result.stdout.fnmatch_lines(["accelerators: cpu: 2x *"])
 
 
-def test_accelerator_fixture_describes_and_places_work(pytester: pytest.Pytester):
+def test_accelerator_fixture_describes_and_places_work(
+    pytester: pytest.Pytester, tensorflow_in_process
+):
     pytester.makepyfile(
         """
         import tensorflow as tf
@@ -109,11 +117,13 @@ def test_accelerator_fixture_describes_and_places_work(pytester: pytest.Pytester
             assert value.device.endswith("CPU:0") and float(value) == 4096.0
         """
     )
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     result.assert_outcomes(passed=1)
 
 
-def test_marker_composes_with_parametrize_and_implies_the_fixture(pytester: pytest.Pytester):
+def test_marker_composes_with_parametrize_and_implies_the_fixture(
+    pytester: pytest.Pytester, tensorflow_in_process
+):
     pytester.makepyfile(
         """
         import pytest
@@ -128,7 +138,7 @@ def test_marker_composes_with_parametrize_and_implies_the_fixture(pytester: pyte
             assert request.node.callspec.params["accelerator"] in ("cpu", "tpu")
         """
     )
-    result = pytester.runpytest_subprocess("-v", "--accelerator=all")
+    result = pytester.runpytest("-v", "--accelerator=all")
     result.assert_outcomes(passed=3, skipped=1)
     result.stdout.fnmatch_lines(
         [

@@ -1,7 +1,7 @@
 """Peak memory, the first call and progress of device benchmarks (``pytest_tpu.measure``).
 
-The pytester runs override ``accelerator`` with a stand-in CPU device, so no TensorFlow is
-needed: the instrumentation keys on the fixture's name, as it does for users' own benchmarks.
+The instrumentation keys on the ``accelerator`` fixture's name, as it does for users' own
+benchmarks; the sessions discover the real CPU.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def _cpu_only(*settings: object) -> Inventory:
 
 @pytest.fixture
 def bench(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    # Real discovery, in a child process: TensorFlow cannot be imported twice into one process.
+    # Real discovery: in a child process, or in this one where TensorFlow was imported once
+    # before pytester's snapshot (``tensorflow_in_process``): it cannot be imported twice.
     pytester.makepyfile(test_user=BENCHMARKS)
     return pytester
 
@@ -56,8 +57,10 @@ def _extra_info(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS needs Linux's clear_refs")
-def test_device_benchmarks_record_first_call_and_peak_memory(bench: pytest.Pytester) -> None:
-    bench.runpytest_subprocess(
+def test_device_benchmarks_record_first_call_and_peak_memory(
+    bench: pytest.Pytester, tensorflow_in_process: object
+) -> None:
+    bench.runpytest(
         "--accelerator=cpu", "-p", "no:cacheprovider", "--benchmark-json=out.json"
     ).assert_outcomes(passed=3)
     info = _extra_info(bench)
@@ -69,10 +72,10 @@ def test_device_benchmarks_record_first_call_and_peak_memory(bench: pytest.Pytes
     assert not KEYS & set(info["test_not_a_device_benchmark"])
 
 
-def test_memory_shows_in_the_summary_table(bench: pytest.Pytester) -> None:
-    result = bench.runpytest_subprocess(
-        "--accelerator=cpu", "-p", "no:cacheprovider", "-k", "pedantic"
-    )
+def test_memory_shows_in_the_summary_table(
+    bench: pytest.Pytester, tensorflow_in_process: object
+) -> None:
+    result = bench.runpytest("--accelerator=cpu", "-p", "no:cacheprovider", "-k", "pedantic")
     result.stdout.fnmatch_lines(["*benchmark*cpu*peak mem*", "test_pedantic*MiB*"])
     assert "(default)" not in result.stdout.str()
 
@@ -173,6 +176,34 @@ def test_tpu_threads_sizes_tensorflows_pools_before_first_use(pytester: pytest.P
     pytester.makeini("[pytest]\ntpu_threads = 1\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--accelerator=cpu")
     result.assert_outcomes(passed=1)
+
+
+def test_tpu_threads_sizes_the_pools_of_a_model_built_at_import(pytester: pytest.Pytester) -> None:
+    # Trial 36: a module that ran TensorFlow when imported ended --tpu-threads=1 in an
+    # INTERNALERROR; the environment sizes the pools before any test module is imported.
+    pytester.makepyfile(
+        """
+        import os
+        import tensorflow as tf
+
+        WEIGHTS = tf.random.normal((64, 64))  # TensorFlow starts at collection
+
+        def test_threads(accelerator):
+            (WEIGHTS @ WEIGHTS).numpy()
+            # Read by TensorFlow as it made its pools, at this module's import.
+            assert os.environ["TF_NUM_INTRAOP_THREADS"] == "1"
+            assert os.environ["TF_NUM_INTEROP_THREADS"] == "1"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tpu-threads=1")
+    result.assert_outcomes(passed=1)
+    # Where a conftest started TensorFlow before the plugin was configured, a usage error says
+    # what to do, not a traceback.
+    pytester.makeconftest("import tensorflow as tf\ntf.constant(1.0) + 1.0\n")
+    late = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tpu-threads=1")
+    assert late.ret == pytest.ExitCode.USAGE_ERROR, late.stdout.str()
+    late.stderr.fnmatch_lines(["ERROR: --tpu-threads=1: TensorFlow was initialised before*"])
+    assert "INTERNALERROR" not in late.stdout.str() + late.stderr.str()
 
 
 # ---------------------------------------------------------------- FLOPs and peaks

@@ -17,9 +17,11 @@ def test_sum(benchmark, accelerator):
 """
 
 
-def test_device_fields_reach_pytest_benchmark_json(pytester: pytest.Pytester):
+def test_device_fields_reach_pytest_benchmark_json(
+    pytester: pytest.Pytester, tensorflow_in_process
+):
     pytester.makepyfile(DEVICE_BENCH)
-    result = pytester.runpytest_subprocess("--benchmark-json=out.json", "--accelerator=cpu")
+    result = pytester.runpytest("--benchmark-json=out.json", "--accelerator=cpu")
     result.assert_outcomes(passed=1)
     (entry,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
     assert entry["extra_info"]["accelerator"] == "cpu"

@@ -15,7 +15,8 @@ from pytest_tpu.options import REGRESSION_EXIT_CODE
 
 # Every ``every``-th call does 6 times the work (a cache that misses now and then): the mean of
 # all calls doubles, while four calls in five, and so the fastest half, are unchanged.
-# Calls of milliseconds: same-job mode adds no untimed call before them (``WARM_BELOW_S``).
+# Calls of 2 ms: same-job mode adds an untimed call before most of them (``WARM_BELOW_S``), where a
+# fixed random sequence says, so the timed calls still meet the slow ones.
 TEMPLATE = """
 import itertools
 

@@ -19,10 +19,14 @@ from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.timing import size_rounds_on_a_steady_call
 
 # Calls shorter than this get an untimed call before most timed ones in their turn: the other
-# side's round has just left the caches cold. A 34 µs numpy function made 30 % slower (plain runs)
-# read +23 to +27 % without it, +28 to +29 % with it; beyond a millisecond refilling the caches is
-# a small share of a call.
-WARM_BELOW_S = 0.001
+# side's round has just left the caches cold and this side's thread pools asleep. A 34 µs numpy
+# function made 30 % slower (plain runs) read +23 to +27 % without it, +28 to +29 % with it. Up to
+# 1 ms until new-user trial 36: a 5 ms Keras inference call (a Conv1D made wider, +17 % alternated
+# in one process) read +5.0 to +7.7 % in five same-job sessions, caught at 10 % in 2; with an
+# untimed call up to 10 ms, +7.1 to +10.0 %, caught in 4 (the same calls one at a time after a
+# 6 ms sleep, pinned as here: +5.3 %; back to back, pinned: +9.0 %). A 1.2 ms Keras MLP step read
+# the same either way (trial 32: +9.3 to +10.3 % against +9.6 to +11.3 %).
+WARM_BELOW_S = 0.01
 # ... but not before every one: with an untimed call before each timed call, the timed calls were
 # every other call, and a function slow on every 40th call (a tf.function retracing) was slow only
 # in untimed calls -- `unchanged`, "detects 1.4 %", on a mean 57 % slower (trial 19). A round has
