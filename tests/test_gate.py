@@ -71,6 +71,11 @@ def test_a_short_history_says_only_large_changes_are_resolved_until_more_runs_ar
             "saved baseline 'main': 1 benchmark in *; 2 runs kept*",
             "  with fewer than 5 saved runs the noise between sessions is known so roughly that "
             "only large changes are resolved; each run saved narrows that",
+            # Trial 36 saved three runs within 20 s, and every later comparison judged them as
+            # one saved run: how far their noise reaches is said when they are saved.
+            "  the 2 saved runs lie within * s: a comparison more than 60 s after the last of "
+            "them judges them as one saved run, since their spread is the noise of sessions that "
+            "close together; save in separate sessions over time (each main-branch CI run)",
         ]
     )
 

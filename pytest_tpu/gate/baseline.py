@@ -238,11 +238,11 @@ def _history(
     return _trim([*kept, *new.runs], keep)
 
 
-def kept_sessions(
+def kept_runs(
     previous: Baseline | None, new: Iterable[NewRun], environment: Mapping[str, Any], keep: int
-) -> list[int]:
-    """How many sessions' runs each benchmark of ``new`` keeps once saved (as ``save`` keeps)."""
-    return [len(sessions(_history(previous, run, environment, keep))) for run in new]
+) -> list[list[RunSummary]]:
+    """The sessions' runs each benchmark of ``new`` keeps once saved (as ``save`` keeps)."""
+    return [sessions(_history(previous, run, environment, keep)) for run in new]
 
 
 def _trim(runs: list[RunSummary], keep: int) -> list[RunSummary]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from pytest_tpu.gate import baseline as store
 from pytest_tpu.gate import loading
-from pytest_tpu.gate.history import DEFAULT_KEEP, RunSummary
+from pytest_tpu.gate.history import DEFAULT_KEEP, NEAR_S, RunSummary, duration, moment
 from pytest_tpu.options import Settings
 from pytest_tpu.results import BenchResult
 
@@ -64,10 +65,12 @@ class Saver:
         except (OSError, loading.BaselineError) as exc:
             self.lines.append(f"baseline {name!r} NOT saved: {exc}")
             return False
-        counts = store.kept_sessions(previous, new, self.environment(), keep)
+        kept = store.kept_runs(previous, new, self.environment(), keep)
+        counts = [len(runs) for runs in kept]
         count = f"{len(new)} benchmark{'s' if len(new) != 1 else ''}"
         self.lines.append(f"saved baseline {name!r}: {count} in {path}{_kept_text(counts)}")
         self.lines += _history_notes(counts, keep)
+        self.lines += _reach_note(max(kept, key=len, default=[]))
         if self.settings.compare_ref:
             self.lines.append(_alternating_note(self.config))
         for result in results.failed:
@@ -121,6 +124,23 @@ def _history_notes(counts: list[int], keep: int) -> list[str]:
             "narrows that"
         )
     return notes
+
+
+def _reach_note(runs: list[RunSummary]) -> list[str]:
+    """How far the saved runs' noise between sessions reaches (``history.beyond_reach``), said
+    when they are saved: new-user trial 36 saved three runs within 20 s, and every later
+    comparison judged them as one saved run, every row unable to resolve its threshold."""
+    times = sorted(t for run in runs if (t := moment(run.when)))
+    if len(times) < 2 or len(times) != len(runs):
+        return []
+    span = times[-1] - times[0]
+    reach = duration(max(span, timedelta(seconds=NEAR_S)))
+    return [
+        f"  the {len(times)} saved runs lie within {duration(span)}: a comparison more than "
+        f"{reach} after the last of them judges them as one saved run, since their spread is "
+        "the noise of sessions that close together; save in separate sessions over time (each "
+        "main-branch CI run)"
+    ]
 
 
 def _kept_text(counts: list[int]) -> str:
