@@ -378,8 +378,11 @@ class Settings:
 
 def _path(config: pytest.Config, name: str) -> Path | None:
     value = resolve(config, name, str, "")
-    if not value:
-        return None
+    return _from_invocation(config, value) if value else None
+
+
+def _from_invocation(config: pytest.Config, value: str) -> Path:
+    """A PATH option's value, relative to where pytest was started (as pytest's own are)."""
     path = Path(value).expanduser()
     return path if path.is_absolute() else config.invocation_params.dir / path
 
@@ -392,8 +395,7 @@ def _paths(config: pytest.Config, name: str) -> tuple[Path, ...]:
     """
     given: list[str] = config.getoption(name) or []
     values = given or [_ini_or_env(config, name) or ""]
-    found = [Path(value).expanduser() for value in values if value]
-    paths = [path if path.is_absolute() else config.invocation_params.dir / path for path in found]
+    paths = [_from_invocation(config, value) for value in values if value]
     return tuple(dict.fromkeys(paths))  # the same file twice is written once
 
 

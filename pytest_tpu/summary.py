@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 REPORT_SUFFIXES = (".md", ".json")
 PLOT_SUFFIXES = (".png", ".svg")
 PLOT_HINT = "pip install 'pytest-tpu[plot]'"
+REPORT_HINT = "use .md for Markdown or .json for JSON"
 
 # Where compare.py leaves this run's comparison rows (one per benchmark and device), for the
 # summary to render; absent when --compare was not given.
@@ -39,24 +40,17 @@ comparison_key = pytest.StashKey["list[ComparisonRow]"]()
 
 def check_paths(reports: Sequence[Path], plots: Sequence[Path], plot_available: bool) -> None:
     """Raise ``pytest.UsageError`` for a report path this plugin cannot write."""
-    for report in reports:
-        if report.suffix.lower() not in REPORT_SUFFIXES:
-            raise pytest.UsageError(
-                f"--tpu-report={report}: unknown file type {report.suffix or '(none)'!r}; "
-                "use .md for Markdown or .json for JSON"
-            )
-    for plot in plots:
-        if plot.suffix.lower() not in PLOT_SUFFIXES:
-            raise pytest.UsageError(
-                f"--tpu-report-plot={plot}: unknown file type {plot.suffix or '(none)'!r}; "
-                "use .png or .svg"
-            )
+    given = [("--tpu-report", path, REPORT_SUFFIXES, REPORT_HINT) for path in reports]
+    given += [("--tpu-report-plot", path, PLOT_SUFFIXES, "use .png or .svg") for path in plots]
+    for flag, path, suffixes, hint in given:
+        if path.suffix.lower() not in suffixes:
+            kind = path.suffix or "(none)"
+            raise pytest.UsageError(f"{flag}={path}: unknown file type {kind!r}; {hint}")
     if plots and not plot_available:
         raise pytest.UsageError(
             f"--tpu-report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
         )
-    given = [("--tpu-report", path) for path in reports]
-    for flag, path in given + [("--tpu-report-plot", path) for path in plots]:
+    for flag, path, _, _ in given:
         problem = unwritable(path)
         if problem is not None:
             raise pytest.UsageError(f"{flag}={path}: {problem}")
