@@ -80,7 +80,7 @@ FAST = ["-p", "no:cacheprovider", "--benchmark-disable-gc"]
 
 def test_a_regression_measured_while_memory_ran_slower_than_when_saved_is_held_back(pytester):
     pytester.makepyfile(test_bench=BENCH.format(n=2000))
-    for _ in range(3):  # two degrees of freedom: a 4x slowdown fails without the copies
+    for _ in range(3):  # two degrees of freedom: a 16x slowdown fails without the copies
         pytester.runpytest(*FAST, "--save-baseline=main").assert_outcomes(passed=1)
     path = pytester.path / ".pytest-tpu" / "baselines" / "main.json"
     document = json.loads(path.read_text())
@@ -90,15 +90,18 @@ def test_a_regression_measured_while_memory_ran_slower_than_when_saved_is_held_b
     for run in history:
         log, _se, _spread, blocks = run["memory_copy"]
         assert blocks == 4 and 1e-4 < math.exp(log) < 10
-    pytester.makepyfile(test_bench=BENCH.format(n=8000))  # four times the work
+    # Sixteen times the work. Four times was held back on a CI machine whose calibration kernel
+    # read +45 % and copies +15 % a few seconds after the saves (+332 % [+101, +829]): a host
+    # that moved that much may explain a doubling, and the rule allows for it. (Session 46.)
+    pytester.makepyfile(test_bench=BENCH.format(n=32000))
     gated = ("--compare=main", "--fail-on-regression=20", "--tpu-report=out.json")
     assert pytester.runpytest(*FAST, *gated).ret == REGRESSION_EXIT_CODE
     (row,) = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
     assert abs(row["memory_copy_pct"]) < 50  # the copies' change, shown on every row
     # As if the host had copied memory four times as fast when they were saved: the copies then
-    # read about +300 %, which explains a fourfold time. (Twice as fast read only +61 % on a
-    # loaded CI machine whose copies ran 20 % faster than at the saves, and a +328 % slowdown,
-    # more than 4 times what the copies moved, rightly failed.)
+    # read about +300 %, which explains a sixteenfold time (up to four times as far, in log).
+    # (Twice as fast read only +61 % on a loaded CI machine whose copies ran 20 % faster than at
+    # the saves, and a +328 % slowdown, more than 4 times what the copies moved, rightly failed.)
     for run in history:
         run["memory_copy"][0] -= math.log(4)
     path.write_text(json.dumps(document))
