@@ -19,7 +19,7 @@ import math
 import re
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 from pytest_tpu.gate import bandwidth, compare, contention, measure, model  # noqa: E402
 from pytest_tpu.gate import baseline as store  # noqa: E402
-from pytest_tpu.gate.stats import Change, widened  # noqa: E402
+from pytest_tpu.gate.stats import Change, Estimate, widened  # noqa: E402
 
 ARMS = (0.0, 0.05, 0.10)
 COPIES = ("a", "b", "c")
@@ -48,6 +48,8 @@ class Rule(Protocol):
         share: float | None = None,
     ) -> Change: ...
 
+
+Copies = Callable[[Sequence[Estimate | None], Estimate | None, Change, bool], str]
 
 _WITH_DRIFT = measure.with_drift  # as the gate has it, before a rule replaces it
 
@@ -107,11 +109,29 @@ def _unseen(*args: object) -> str:
     return ""
 
 
+def _far_end(
+    saved: Sequence[Estimate | None], now: Estimate | None, found: Change, slower: bool
+) -> str:
+    """The copies' rule before session 46: ``found``'s nearer bound against ``FOLLOWS`` times the
+    far end of the copies' interval (not their change)."""
+    moved = bandwidth.copies_change(saved, now)
+    if moved is None:
+        return ""
+    if slower:
+        sure, far, near = moved.p_slower, math.log1p(moved.high), math.log1p(found.low)
+    else:
+        sure, far, near = 1 - moved.p_slower, -math.log1p(moved.low), -math.log1p(found.high)
+    if sure < model.MACHINE_CONFIDENCE or near > bandwidth.FOLLOWS * far:
+        return ""
+    return "the machine copied memory (far end)"
+
+
 # name: (the drift rule, whether other processes' use of the CPUs is checked, whether the host's
-# memory copies are)
-RULES: dict[str, tuple[Rule, bool, bool]] = {
+# memory copies are, or by which rule)
+RULES: dict[str, tuple[Rule, bool, bool | Copies]] = {
     "variance beyond (main)": (measure.with_drift, True, True),
     "main without copies": (measure.with_drift, True, False),
+    "copies' far end (before session 46)": (measure.with_drift, True, _far_end),
     "main without contention": (measure.with_drift, False, True),
     "both ways (before trial 29)": (both_ways, True, True),
     "prior shares (before trial 27)": (prior_share, True, True),
@@ -121,13 +141,15 @@ RULES: dict[str, tuple[Rule, bool, bool]] = {
 
 
 @contextmanager
-def rule(chosen: tuple[Rule, bool, bool]) -> Iterator[None]:
+def rule(chosen: tuple[Rule, bool, bool | Copies]) -> Iterator[None]:
     saved, busier, copies = measure.with_drift, contention.explains, bandwidth.explains
     measure.with_drift = chosen[0]
     if not chosen[1]:
         contention.explains = _blind
-    if not chosen[2]:
+    if chosen[2] is False:
         bandwidth.explains = _unseen
+    elif chosen[2] is not True:
+        bandwidth.explains = chosen[2]
     try:
         yield
     finally:
