@@ -581,13 +581,15 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     # Six rounds leave the +20 % inconclusive; a new pair with four times the rounds finds it,
-    # and yet another pair (with as many rounds) confirms it. The steady benchmark costs nothing.
+    # and yet another pair (with as many rounds) confirms it. The steady benchmark is measured
+    # again only where a burst of load leaves its 20 rounds unsure (session 46's CI: +0.1 %
+    # [-6.9, +7.6], then 2x the rounds), and never fails.
     result.stdout.fnmatch_lines(
         [
             # ... and says what its own new pairs confirmed (trial 32: not a word of them).
-            "measured 1 inconclusive benchmark(s) again with up to 4x the rounds in a new pair of "
-            "processes; 1 of them regression(s), confirmed there by further new pairs of "
-            "processes [[]* s]",
+            "measured [12] inconclusive benchmark(s) again with up to 4x the rounds in a new "
+            "pair of processes; 1 of them regression(s), confirmed there by further new pairs "
+            "of processes [[]* s]",
             "REGRESSION test_bench.py::test_noisy: time +*",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
         ],
