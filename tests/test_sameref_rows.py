@@ -38,7 +38,7 @@ def row_of(pairs: int, spread: float, seed: int, slower: float = 0.0):
 
 
 def suggested(reason: str) -> int:
-    found = re.search(r"about (\d+) paired rounds instead of (\d+) would resolve 5.0%", reason)
+    found = re.search(r"about (\d+) paired rounds would resolve 5.0% \(instead of (\d+);", reason)
     assert found, reason
     return int(found.group(1))
 
@@ -71,7 +71,15 @@ def test_a_resolved_row_gives_no_advice():
 def test_advice_needs_a_finite_detectable_change_above_the_threshold():
     assert more_rounds(math.inf, 0.05, 10) == ""
     assert more_rounds(0.04, 0.05, 10) == ""
-    assert "about 83 paired rounds instead of 10" in more_rounds(0.15, 0.05, 10)
+    assert "about 83 paired rounds would resolve 5.0% (instead of 10;" in more_rounds(
+        0.15, 0.05, 10
+    )
+    # A pair that measured the row again with 4x its rounds says whose rounds it counted
+    # (trial 37: "instead of 160" beside its own rounds=40).
+    again = more_rounds(0.15, 0.05, 160, factor=4)
+    assert (
+        "about 1313 paired rounds would resolve 5.0% (this pair had 160, 4x the benchmark" in again
+    )
 
 
 def test_a_row_s_times_agree_with_its_change_when_one_side_ran_rounds_alone():

@@ -35,7 +35,7 @@ from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.gate.model import against_key, against_notes_key, head_key
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import confirm, nested, resolve, seed, spin, worktree
+from pytest_tpu.sameref import collector, confirm, nested, resolve, seed, spin, worktree
 from pytest_tpu.sameref.args import child_args
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note, unchecked
@@ -293,6 +293,7 @@ class HeadPlugin:
                 outcome = yield
             finally:
                 pin.release()
+                collector.thaw()
         except (KeyboardInterrupt, SystemExit):
             raise  # stopping: the base is ended at unconfigure, not waited for
         except BaseException:
@@ -527,6 +528,7 @@ class BasePlugin:
             return (yield)
         finally:
             pin.release()
+            collector.thaw()
             if timed:  # this side's teardown and report wait until the head's rounds are over
                 self.follower.done(nodeid)
 

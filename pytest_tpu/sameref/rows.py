@@ -27,6 +27,7 @@ from pytest_tpu.gate.stats import (
     paired_rounds,
 )
 from pytest_tpu.results import BenchResult
+from pytest_tpu.sameref.nested import factors
 from pytest_tpu.sameref.turns import Rounds
 
 TAIL_ENV = "PYTEST_TPU_REF_TAIL"  # node ids a nested session judges on the mean, as JSON
@@ -86,7 +87,9 @@ def compare_one(
     measured = Measured(found, "paired", None)
     row = row_of(measured, decide(measured, threshold), {**values, **_common(head.nodeid)}, False)
     row = _tail(one_pair(row, threshold), steady, threshold)
-    hint = more_rounds(found.detectable, threshold, len(differences))
+    hint = more_rounds(
+        found.detectable, threshold, len(differences), factors().get(head.nodeid, 1.0)
+    )
     return (
         replace(row, reason=f"{row.reason}; {hint}")
         if row.verdict == "inconclusive" and hint
@@ -374,8 +377,10 @@ def lean_factor(row: Row, threshold: float) -> float:
     return min(1.0, max(LEAN_SHARE, rounds_factor(detectable, threshold * LEAN_RESOLVES)))
 
 
-def more_rounds(detectable: float, threshold: float, pairs: int) -> str:
-    """How many paired rounds would resolve ``threshold``, when this many could not.
+def more_rounds(detectable: float, threshold: float, pairs: int, factor: float = 1.0) -> str:
+    """How many paired rounds would resolve ``threshold``, when this many could not; ``factor``
+    times the benchmark's own rounds, in a pair that measures it again (trial 37 read "about 163
+    paired rounds instead of 160" beside its `rounds=40` and could not tell what to set).
 
     Within one job the uncertainty is the rounds' own, and it shrinks as one over the square root
     of their number: the factor is (detectable / threshold) squared, on the log scale. It assumes
@@ -383,11 +388,15 @@ def more_rounds(detectable: float, threshold: float, pairs: int) -> str:
     """
     if not (math.isfinite(detectable) and detectable > threshold > 0) or pairs < 1:
         return ""
-    factor = rounds_factor(detectable, threshold)
+    needed = math.ceil(pairs * rounds_factor(detectable, threshold))
+    had = (
+        f"this pair had {pairs}, {factor:g}x the benchmark's own"
+        if factor > 1
+        else f"instead of {pairs}"
+    )
     return (
-        f"about {math.ceil(pairs * factor)} paired rounds instead of {pairs} would resolve "
-        f"{threshold:.1%} (more rounds: benchmark.pedantic(rounds=...) or "
-        "--benchmark-max-time / --benchmark-min-rounds)"
+        f"about {needed} paired rounds would resolve {threshold:.1%} ({had}; more rounds: "
+        "benchmark.pedantic(rounds=...) or --benchmark-max-time / --benchmark-min-rounds)"
     )
 
 

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from pytest_tpu.sameref import layout, resolve
+from pytest_tpu.sameref import collector, layout, resolve
 from pytest_tpu.sameref.pinning import Pin
 from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.timing import size_rounds_on_a_steady_call
@@ -57,6 +57,8 @@ def wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: f
     count = [0]
 
     def make_runner(function: Any, args: Any, kwargs: Any) -> Any:
+        if not count[0]:  # before the first round (and its turn): see collector.py
+            collector.freeze()
         runner = original(function, args, kwargs)
         # A call may be made twice only on arguments a call does not use up: benchmark(fn)'s, and
         # pedantic's without a setup (which may make arguments one call consumes) or a teardown
