@@ -544,6 +544,10 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
         "1 inconclusive: a 5% slowdown there is neither shown nor ruled out "
         "(test_x (one pair of processes))"
     )
+    # An interval that reaches the threshold says so, rather than who measured it (trial 37).
+    reaching = row(0.024, -0.005, 0.053, threshold=0.05, noise_source=one, detectable=0.048)
+    [line] = gate_lines([reaching], 5.0, "main")
+    assert line.endswith("neither shown nor ruled out (test_x up to +5.3%)")
     # Under a quarter of the threshold, or measured by more pairs, the interval decides.
     [line] = gate_lines([row(0.01, 0.007, 0.013, threshold=0.05, noise_source=one)], 5.0, "main")
     assert line.endswith("1 inconclusive, each ruling a slowdown of its threshold out")
