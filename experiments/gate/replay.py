@@ -21,6 +21,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -51,7 +52,9 @@ class Rule(Protocol):
 
 Copies = Callable[[Sequence[Estimate | None], Estimate | None, Change, bool], str]
 
-_WITH_DRIFT = measure.with_drift  # as the gate has it, before a rule replaces it
+# As the gate has them, before a rule replaces them.
+_WITH_DRIFT = measure.with_drift
+_EXPLAINS, _COPIES_CHANGE = bandwidth.explains, bandwidth.copies_change
 
 
 def _drift(machine: Change | None) -> float | None:
@@ -113,17 +116,17 @@ def _far_end(
     saved: Sequence[Estimate | None], now: Estimate | None, found: Change, slower: bool
 ) -> str:
     """The copies' rule before session 46: ``found``'s nearer bound against ``FOLLOWS`` times the
-    far end of the copies' interval (not their change)."""
-    moved = bandwidth.copies_change(saved, now)
+    far end of the copies' interval, not their change. The gate's own rule, on the copies'
+    change moved to that far end."""
+    moved = _COPIES_CHANGE(saved, now)
     if moved is None:
         return ""
-    if slower:
-        sure, far, near = moved.p_slower, math.log1p(moved.high), math.log1p(found.low)
-    else:
-        sure, far, near = 1 - moved.p_slower, -math.log1p(moved.low), -math.log1p(found.high)
-    if sure < model.MACHINE_CONFIDENCE or near > bandwidth.FOLLOWS * far:
-        return ""
-    return "the machine copied memory (far end)"
+    far = replace(moved, estimate=moved.high if slower else moved.low)
+    bandwidth.copies_change = lambda *_: far
+    try:
+        return _EXPLAINS(saved, now, found, slower)
+    finally:
+        bandwidth.copies_change = _COPIES_CHANGE
 
 
 # name: (the drift rule, whether other processes' use of the CPUs is checked, whether the host's
