@@ -37,8 +37,10 @@ typecheck: install
 
 # The slowest tests are listed at the end: `make test` must stay well under CI's 15 minutes, and
 # a loaded machine makes some of them much slower (session 43: 700 s one day, 950 s the next).
+# Tests that judge real timings run alone; the others first, on both cores (tests/conftest.py).
 unit: install
-	$(BIN)/python -m pytest tests -p no:cacheprovider --durations=15
+	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not timed" -n 2 --durations=10
+	$(BIN)/python -m pytest tests -p no:cacheprovider -m timed --durations=10
 
 test: lint typecheck unit
 

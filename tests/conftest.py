@@ -6,6 +6,37 @@ import tempfile
 
 import pytest
 
+# Modules whose tests judge real timings: a gate's verdict on a planted change or on unchanged
+# code. ``make unit`` runs them alone, after the rest has run on both cores (pytest-xdist), so that
+# no other test of this suite is their neighbour.
+TIMED_MODULES = frozenset(
+    {
+        "test_bandwidth.py",
+        "test_calibration.py",
+        "test_compare_ref.py",
+        "test_contention.py",
+        "test_gate.py",
+        "test_metric_gate.py",
+        "test_tail.py",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by it
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in TIMED_MODULES:
+            item.add_marker("timed")
+
+
+@pytest.fixture(autouse=True)
+def _sessions_are_not_xdist_workers(monkeypatch):
+    """The sessions a test starts are its own, not workers of the xdist run that may be running
+    this suite (``make unit``): pytest-benchmark reads ``PYTEST_XDIST_WORKER`` from the
+    environment, and would switch itself off in them."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
 
 @pytest.fixture
 def private_device_lock(tmp_path, monkeypatch):
