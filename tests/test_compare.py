@@ -420,7 +420,14 @@ def test_a_failing_gate_still_names_what_it_could_not_rule_out():
     lines = gate_lines([failing, doubtful], 5.0, "main")
     assert lines[0].startswith("REGRESSION t.py::test_predict: time +25.7% vs 'main'")
     assert lines[1].startswith("UNRESOLVED t.py::test_train: time +21.0% (95% interval +0.0% ..")
-    assert lines[-1].startswith("regression gate (5%): FAILED, 1 benchmark(s) regressed")
+    assert lines[-1] == (
+        "regression gate (5%): FAILED, 1 benchmark(s) regressed and confirmed; 1 more could hide "
+        "a slowdown (test_train detects 60.0%); exit code 6"
+    )
+    # Without rows left open, the line names none.
+    assert gate_lines([failing], 5.0, "main")[-1] == (
+        "regression gate (5%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6"
+    )
     assert "99.9% sure it is slower; " in lines[0]  # the gate's own certainty: nothing to add
     # Trial 18: "97.7% sure" on a failing line read as failing below the gate's 99 %.
     agreed = gate_lines([replace(failing, confidence=0.977)], 5.0, "main")[0]

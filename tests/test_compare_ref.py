@@ -321,7 +321,7 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
             "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third "
             "pair; 1 that three pairs left open measured by 2 more "
             "(regressions: 1 confirmed, 0 withdrawn) [[]* s]",
-            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
+            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6",
         ],
         consecutive=False,
     )
@@ -533,7 +533,7 @@ def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
             "re-measured 1 regression(s) in a new pair of processes; 1 that it could not tell "
             "measured once more with up to 4x the rounds (regressions: 1 confirmed, 0 withdrawn) "
             "[[]* s]",
-            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
+            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6",
         ],
         consecutive=False,
     )
@@ -591,7 +591,7 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
             "pair of processes; 1 of them regression(s), confirmed there by further new pairs "
             "of processes [[]* s]",
             "REGRESSION test_bench.py::test_noisy: time +*",
-            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed; exit code 6",
+            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6",
         ],
         consecutive=False,
     )
