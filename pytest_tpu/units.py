@@ -139,7 +139,15 @@ def format_change(pct: float | None, low: float | None, high: float | None) -> s
         return f"{x:+.{places}f}"
 
     def bound(x: float) -> str:  # a hundredfold and past, digits say nothing (seen: +363232167)
-        return ">+10,000" if x > 10_000 else signed(x)
+        if x > 10_000:
+            return ">+10,000"
+        # A bound that rounds to zero gets up to two decimals: "+14% [+0, +31] SLOWER" read as
+        # an interval that reaches no change at all (trial 38: its low end was +0.1 %).
+        for more in range(places, max(places, 2) + 1):
+            text = f"{x:+.{more}f}"
+            if float(text) != 0:
+                break
+        return text
 
     text = f"{signed_rounded(pct, places)}%"
     if low is not None and high is not None:

@@ -93,7 +93,10 @@ def test_speedups_spreads_and_changes_read_like_the_published_figures():
     assert units.format_change(9.0, -100.0, 3.6e8) == "+9% [-100, >+10,000]"
     # Trial 16: "-0% [-10, +11]" for an unchanged 435 ms; a bound keeps the side it lies on.
     assert units.format_change(-0.3, -10.0, 11.0) == "0% [-10, +11]"
-    assert units.format_change(-1.5, -2.9, -0.04) == "-1.5% [-2.9, -0.0]"
+    # A bound that rounds to zero keeps its side of zero, in up to two decimals (trial 38).
+    assert units.format_change(-1.5, -2.9, -0.04) == "-1.5% [-2.9, -0.04]"
+    assert units.format_change(14.0, 0.1, 31.0) == "+14% [+0.1, +31]"
+    assert units.format_change(-1.5, -2.9, -0.004) == "-1.5% [-2.9, -0.00]"
 
 
 # ---------------------------------------------------------------- speedup tables
@@ -389,6 +392,18 @@ def test_an_unchanged_row_says_what_it_rests_on_beside_a_detectable_past_the_thr
     # Under the threshold there is nothing to reconcile, and nothing more is said.
     (note,) = report.comparison_notes([dataclasses.replace(row, detectable_pct=2.2)])
     assert note == "test_py on cpu: raw, noise: 5 saved runs, detects 2.2%"
+    # Trial 38: an inconclusive row (an improvement left open) beside a gate line counting it
+    # as "ruling a slowdown of its threshold out".
+    open_faster = measured(
+        comparison("test_py", "inconclusive", -0.5, -5.4, 4.6), "paired", "5 pairs", 9.6
+    )
+    (note,) = report.comparison_notes([open_faster])
+    assert note.endswith(
+        "detects 9.6% 4 times in 5; its 95% interval rules a slowdown of the threshold out"
+    )
+    # One whose interval reaches the threshold says only what it detects.
+    (note,) = report.comparison_notes([dataclasses.replace(open_faster, ci_high=5.2)])
+    assert note.endswith("detects 9.6%")
 
 
 def test_an_inconclusive_row_gives_its_detectable_change_whatever_its_interval_reads():
