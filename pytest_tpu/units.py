@@ -145,7 +145,7 @@ def format_change(pct: float | None, low: float | None, high: float | None) -> s
         # an interval that reaches no change at all (trial 38: its low end was +0.1 %).
         for more in range(places, max(places, 2) + 1):
             text = f"{x:+.{more}f}"
-            if float(text) != 0:
+            if float(text) != 0 or x == 0:  # an exact zero is said as one
                 break
         return text
 

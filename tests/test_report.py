@@ -97,6 +97,7 @@ def test_speedups_spreads_and_changes_read_like_the_published_figures():
     assert units.format_change(-1.5, -2.9, -0.04) == "-1.5% [-2.9, -0.04]"
     assert units.format_change(14.0, 0.1, 31.0) == "+14% [+0.1, +31]"
     assert units.format_change(-1.5, -2.9, -0.004) == "-1.5% [-2.9, -0.00]"
+    assert units.format_change(18.0, 0.0, 31.0) == "+18% [+0, +31]"
 
 
 # ---------------------------------------------------------------- speedup tables
