@@ -402,6 +402,12 @@ def test_an_unchanged_row_says_what_it_rests_on_beside_a_detectable_past_the_thr
     assert note.endswith(
         "detects 9.6% 4 times in 5; its 95% interval rules a slowdown of the threshold out"
     )
+    # One pair of processes must rule out more than its interval does: its note says so.
+    one_pair = dataclasses.replace(
+        open_faster, noise_source="80 paired rounds, one pair of processes"
+    )
+    (note,) = report.comparison_notes([one_pair])
+    assert note.endswith("detects 9.6%")
     # One whose interval reaches the threshold says only what it detects.
     (note,) = report.comparison_notes([dataclasses.replace(open_faster, ci_high=5.2)])
     assert note.endswith("detects 9.6%")
