@@ -8,7 +8,8 @@ import pytest
 
 # Modules whose tests judge real timings: a gate's verdict on a planted change or on unchanged
 # code. ``make unit`` runs them alone, after the rest has run on both cores (pytest-xdist), so that
-# no other test of this suite is their neighbour.
+# no other test of this suite is their neighbour. A test of theirs marked ``untimed`` judges no
+# timing (a usage error, a row's status) and runs with the rest.
 TIMED_MODULES = frozenset(
     {
         "test_bandwidth.py",
@@ -25,7 +26,7 @@ TIMED_MODULES = frozenset(
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by it
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in TIMED_MODULES:
+        if item.path.name in TIMED_MODULES and not item.get_closest_marker("untimed"):
             item.add_marker("timed")
 
 

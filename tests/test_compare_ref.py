@@ -32,6 +32,10 @@ def test_fn(benchmark):
 def test_ped(benchmark):
     benchmark.pedantic(work, rounds=40, warmup_rounds=2)
 """
+# Tests that judge no timing (usage errors, rows' statuses, clean-up without signals) run in
+# ``make unit``'s parallel step; the signal tests stay alone, as they look for their processes
+# by file name (tests/conftest.py).
+UNTIMED = pytest.mark.untimed
 FAST = ["-p", "no:cacheprovider", "--benchmark-disable-gc", "--benchmark-max-time=0.2"]
 
 
@@ -92,6 +96,7 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
     assert len(worktrees(repo)) == 1
 
 
+@UNTIMED
 def test_collect_only_measures_compares_and_saves_nothing(repo):
     args = ("--compare-ref=HEAD", "--fail-on-regression=5", "--save-baseline=main")
     result = repo.runpytest_subprocess(*FAST, "--collect-only", "-q", *args)
@@ -629,6 +634,7 @@ def test_more_rounds_can_be_turned_off(repo):
     assert "measured again" not in result.stdout.str()
 
 
+@UNTIMED
 def test_save_baseline_keeps_head_results_apart_from_plain_runs(repo):
     commit(repo, "slower", test_bench=BENCH.format(n=9000))
     args = ("--compare-ref=HEAD~1", "--save-baseline=main")
@@ -697,6 +703,7 @@ def test_neither_side_sets_up_or_tears_down_beside_the_other_side_s_rounds(repo,
     assert base_teardown >= max(rounds)
 
 
+@UNTIMED
 def test_new_missing_and_base_failures_are_rows(repo):
     broken = BENCH.format(n=3000) + "\ndef test_old(benchmark):\n    benchmark(sum, [1])\n"
     broken += "\ndef test_flaky(benchmark):\n    benchmark(sum, [1])\n    assert False\n"
@@ -717,6 +724,7 @@ def test_new_missing_and_base_failures_are_rows(repo):
     )
 
 
+@UNTIMED
 def test_a_session_stopped_early_calls_what_it_never_ran_unmeasured_not_missing(repo):
     # Trial 17: with -x and a failing head benchmark, the rest were "missing" (gone from the code).
     failing = "\ndef test_a_first(benchmark):\n    benchmark(sum, [1])\n    assert False\n"
@@ -749,6 +757,7 @@ def test_b(benchmark):
 """
 
 
+@UNTIMED
 def test_a_base_session_that_crashes_leaves_base_failed_rows_not_new_ones(repo):
     commit(repo, "a base that crashes", test_bench=CRASHES.format(crash=True))
     head = CRASHES.format(crash=False) + "\ndef test_c(benchmark):\n    benchmark(sum, [1])\n"
@@ -762,6 +771,7 @@ def test_a_base_session_that_crashes_leaves_base_failed_rows_not_new_ones(repo):
     assert len(worktrees(repo)) == 1
 
 
+@UNTIMED
 def test_benchmark_disable_runs_no_base_and_says_nothing_was_checked(repo):
     result = repo.runpytest_subprocess(
         *FAST, "--compare-ref=HEAD", "--fail-on-regression=5", "--benchmark-disable"
@@ -787,12 +797,14 @@ def test_benchmark_disable_runs_no_base_and_says_nothing_was_checked(repo):
     assert "missing" not in result.stdout.str()
 
 
+@UNTIMED
 def test_a_dirty_tree_is_measured_as_it_is_and_the_header_says_so(repo):
     (repo.path / "test_bench.py").write_text(BENCH.format(n=3100))
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
     result.stdout.fnmatch_lines(["*vs this tree with uncommitted changes, measured as it is*"])
 
 
+@UNTIMED
 def test_an_untracked_benchmark_file_makes_the_tree_dirty_and_is_new(repo):
     # Measured on the head side only: the header must not say the head is HEAD.
     (repo.path / "test_extra.py").write_text(BENCH.format(n=50))
@@ -804,6 +816,7 @@ def test_an_untracked_benchmark_file_makes_the_tree_dirty_and_is_new(repo):
     )
 
 
+@UNTIMED
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -818,6 +831,7 @@ def test_usage_errors_name_the_problem(repo, args, message):
     result.stderr.fnmatch_lines([message])
 
 
+@UNTIMED
 def test_a_compare_ref_from_the_ini_file_says_so_and_how_to_turn_it_off(repo):
     # Trial 33: with compare_ref in the ini, --compare=pr failed with "--compare-ref and --compare
     # cannot be used together", an option nobody had typed, and the header did not say where the
@@ -844,6 +858,7 @@ def test_a_compare_ref_from_the_ini_file_says_so_and_how_to_turn_it_off(repo):
     result.stderr.fnmatch_lines(["*--compare-ref and --compare cannot be used together*"])
 
 
+@UNTIMED
 def test_outside_a_git_checkout_is_a_usage_error(pytester):
     pytester.makepyfile(test_bench=BENCH.format(n=10))
     env_dir = pytester.path
@@ -976,6 +991,7 @@ def test_interrupted_while_the_base_session_ends_says_so_without_a_traceback(rep
     assert not left.stdout.strip(), left.stdout
 
 
+@UNTIMED
 def test_a_revision_missing_from_a_shallow_clone_says_the_clone_is_shallow(repo, tmp_path):
     commit(repo, "second", test_two="def test_two():\n    pass\n")
     clone = tmp_path / "shallow"
@@ -1033,6 +1049,7 @@ def test_on(accelerator):
 """
 
 
+@UNTIMED
 def test_whole_runs_start_only_once_the_devices_are_known(repo, monkeypatch):
     log = repo.path / "collected.log"
     monkeypatch.setenv("COLLECTED_LOG", str(log))
@@ -1051,6 +1068,7 @@ def test_whole_runs_start_only_once_the_devices_are_known(repo, monkeypatch):
     assert len(worktrees(repo)) == 1
 
 
+@UNTIMED
 def test_whole_runs_alternate_where_a_device_admits_one_process(repo):
     commit(repo, "slower", test_bench=BENCH.format(n=90000))
     args = ("--compare-ref=HEAD~1", "--tpu-compare-ref-mode=runs", "--tpu-report=out.json")
@@ -1442,6 +1460,7 @@ def test_a_resolving_session_gives_both_styles_more_rounds_on_both_sides(repo, m
     assert pairs == {"test_bench.py::test_fn": "20", "test_bench.py::test_ped": "60"}
 
 
+@UNTIMED
 def test_a_missing_device_named_explicitly_ends_a_same_job_session_cleanly(repo):
     commit(repo, "a device test", test_device="def test_on(accelerator):\n    assert accelerator\n")
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--accelerator=tpu")
@@ -1581,6 +1600,7 @@ def test_ped(benchmark):
 """
 
 
+@UNTIMED
 def test_each_new_pair_of_processes_runs_on_a_hash_seed_of_its_own(repo, monkeypatch):
     commit(repo, "base", test_bench=SEEDS_AGAIN.format(head=0.001))
     repo.makepyfile(test_bench=SEEDS_AGAIN.format(head=0.004))  # uncommitted: the head as it is
