@@ -100,6 +100,52 @@ def more_rounds_for(
     return wanted
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """The rows a first new pair measures, by why: regressions, improvements, and slowdowns under
+    the threshold that an offset may have made look that small (``doubtful``)."""
+
+    failing: list[str]
+    improving: list[str]
+    under: list[str]
+
+    @property
+    def measured(self) -> list[str]:
+        return self.failing + self.improving + self.under
+
+    def line(self) -> str:
+        counts = [f"{len(self.failing)} regression(s)"] if self.failing else []
+        counts += [f"{len(self.improving)} improvement(s)"] if self.improving else []
+        counts += [f"{len(self.under)} slowdown(s) under the threshold"] if self.under else []
+        return f"re-measured {' and '.join(counts)} in a new pair of processes"
+
+
+@dataclass
+class _Later:
+    """What the pairs after the first new one read: the pair measuring once more with more
+    rounds (``more``), each row's later pairs where their spread decides (``later``), the rows
+    whose further pairs broke (``standing``: their first measurement stands) and whether the
+    third pair broke (``problem``)."""
+
+    more: dict[str, Mapping[str, Any]]
+    later: dict[str, list[Mapping[str, Any] | None]]
+    standing: set[str]
+    problem: str
+
+
+def _asked(rows: Sequence[Row], thresholds: Mapping[str, float]) -> _Asked:
+    # An improvement from one pair can be the two processes' offset as much as a regression can.
+    # A slowdown under the threshold that one pair is sure of (or leaves the threshold open for)
+    # can be a regression that an offset between its processes made look smaller (``doubtful``).
+    return _Asked(
+        failing=[row.nodeid for row in rows if row.regression],
+        improving=[
+            row.nodeid for row in rows if row.status == "compared" and row.verdict == "faster"
+        ],
+        under=[row.nodeid for row in rows if doubtful(row, thresholds[row.nodeid])],
+    )
+
+
 def remeasure(
     rows: Sequence[Row],
     commit: str,
@@ -119,28 +165,44 @@ def remeasure(
     ``swap``, the first new pair and every second one after it run with the roles swapped.
     """
     thresholds = {row.nodeid: (own or {}).get(row.nodeid, pct / 100) for row in rows}
-    failing = [row.nodeid for row in rows if row.regression]
-    # An improvement from one pair can be the two processes' offset as much as a regression can.
-    improving = [row.nodeid for row in rows if row.status == "compared" and row.verdict == "faster"]
-    # A slowdown under the threshold that one pair is sure of (or leaves the threshold open for)
-    # can be a regression that an offset between its processes made look smaller (``doubtful``).
-    under = [row.nodeid for row in rows if doubtful(row, thresholds[row.nodeid])]
-    if not failing and not improving and not under:
+    asked = _asked(rows, thresholds)
+    if not asked.measured:
         return list(rows), ""
-    measured = failing + improving + under
     inherited = factors()  # a session with more rounds already: its new pairs start there
     # Every new pair that checks a reading takes as many rounds as it needs, no more (``lean``).
-    start = {**lean(rows, measured, thresholds), **inherited}
+    start = {**lean(rows, asked.measured, thresholds), **inherited}
     env = {**_confirming(rows), **({ROUNDS_ENV: json.dumps(start)} if start else {})}
-    again, problem = nested(measured, commit, pct, rootdir, measuring, env, swap)
+    again, problem = nested(asked.measured, commit, pct, rootdir, measuring, env, swap)
     if problem:  # a broken re-measurement must not turn a measured regression into a pass
         return list(rows), f"the re-measurement {problem}: the first one stands"
-    counts = [f"{len(failing)} regression(s)"] if failing else []
-    counts += [f"{len(improving)} improvement(s)"] if improving else []
-    counts += [f"{len(under)} slowdown(s) under the threshold"] if under else []
-    line = f"re-measured {' and '.join(counts)} in a new pair of processes"
     # A new pair that could not tell is followed by one with more rounds than the first pair's.
-    wanted = more_rounds_for(failing, again, thresholds, most, inherited)
+    wanted = more_rounds_for(asked.failing, again, thresholds, most, inherited)
+    by_id = {row.nodeid: row for row in rows}
+    agreed, turned = _to_third(by_id, asked, again, thresholds, wanted)
+    at = _Nested(commit, pct, rootdir, measuring, swap)
+    last_rounds: dict[str, float] = {**{n: start.get(n, 1) for n in agreed}, **wanted}
+    found, note = _after_new_pair(rows, by_id, thresholds, again, wanted, agreed, last_rounds, at)
+    judged = _judged(rows, thresholds, asked, again, wanted, turned, found)
+    # What the new pairs read shows how far apart the first pair's processes were: the rows that
+    # pair alone called ``unchanged`` must leave room for that much (``offsets``).
+    pairs_of = {n: found.later.get(n) or [again.get(n), found.more.get(n)] for n in asked.measured}
+    judged, offset_note = _offset_allowed(
+        judged, by_id, pairs_of, thresholds, set(asked.measured), at
+    )
+    outcome = _outcome(judged, asked.failing, asked.improving, asked.under)
+    return judged, asked.line() + note + outcome + offset_note
+
+
+def _to_third(
+    by_id: Mapping[str, Row],
+    asked: _Asked,
+    again: Mapping[str, Mapping[str, Any]],
+    thresholds: Mapping[str, float],
+    wanted: Mapping[str, int],
+) -> tuple[list[str], list[str]]:
+    """The rows a third pair measures, and among them the improvements the new pair turned round
+    into a slowdown it is sure of."""
+    failing, improving = asked.failing, asked.improving
     # A regression the new pair agrees with is measured by a third pair, and the spread between
     # the pairs decides: two pairs can agree on an offset of their processes (trial 17: an
     # unchanged 1 ms Python tokenizer read +4.5 % [+3.5, +5.5] and +5.1 % [+4.5, +5.7], and
@@ -148,13 +210,12 @@ def remeasure(
     # one that the new pair lies further from than both pairs' rounds allow (two pairs, two
     # offsets: neither tells which is nearer the code's change), and a slowdown under the
     # threshold that the new pair measured at all.
-    by_id = {row.nodeid: row for row in rows}
     agreed = [
         n
         for n in failing
         if n not in wanted and to_more_pairs(by_id[n], again.get(n), thresholds[n])
     ]
-    agreed += [n for n in under if interval_text(again.get(n) or {}) is not None]
+    agreed += [n for n in asked.under if interval_text(again.get(n) or {}) is not None]
     # An improvement the new pair agrees with goes to a third pair too: one new pair can share
     # the first one's offset as well for a speed-up (seen: an unchanged 56 µs tokenizer -6.9 %
     # "faster", confirmed by one new pair).
@@ -168,59 +229,87 @@ def remeasure(
     # error each way (new-user trial 31: an unchanged step shown +1.9 % [-52.5, +118.3], "detects
     # over 1,000 %").
     agreed += [n for n in improving if n not in agreed and pairs.disagree(by_id[n], again.get(n))]
-    last_rounds: dict[str, float] = {**{n: start.get(n, 1) for n in agreed}, **wanted}
-    more: dict[str, Mapping[str, Any]] = {}
-    if last_rounds:
-        env = {**_confirming(rows), ROUNDS_ENV: json.dumps(last_rounds)}
-        more, problem = nested(list(last_rounds), commit, pct, rootdir, measuring, env)
-        if wanted:
-            line += (
-                f"; {len(wanted)} that it could not tell measured once more with up to "
-                f"{max(wanted.values())}x the rounds"
-            )
-        if agreed:
-            line += f"; {len(agreed)} measured by a third pair"
-        if problem:  # as above: the first measurement stands for those
-            line += f" (that re-measurement {problem}: the first one stands)"
-    standing = set(wanted) if problem else set()
+    return agreed, turned
+
+
+def _after_new_pair(
+    rows: Sequence[Row],
+    by_id: Mapping[str, Row],
+    thresholds: Mapping[str, float],
+    again: Mapping[str, Mapping[str, Any]],
+    wanted: Mapping[str, int],
+    agreed: Sequence[str],
+    last_rounds: Mapping[str, float],
+    at: _Nested,
+) -> tuple[_Later, str]:
+    """The third pair (or the pair measuring once more with more rounds) and the further pairs
+    where the spread decides, with what the summary line adds."""
+    found = _Later(more={}, later={}, standing=set(), problem="")
+    if not last_rounds:
+        return found, ""
+    env = {**_confirming(rows), ROUNDS_ENV: json.dumps(last_rounds)}
+    found.more, found.problem = nested(
+        list(last_rounds), at.commit, at.pct, at.rootdir, at.measuring, env
+    )
+    note = ""
+    if wanted:
+        note += (
+            f"; {len(wanted)} that it could not tell measured once more with up to "
+            f"{max(wanted.values())}x the rounds"
+        )
+    if agreed:
+        note += f"; {len(agreed)} measured by a third pair"
+    if found.problem:  # as above: the first measurement stands for those
+        note += f" (that re-measurement {found.problem}: the first one stands)"
+        found.standing = set(wanted)
+        return found, note
     # A pair that measured once more and still leaves the regression open: the pairs' spread
     # decides, as for one the new pair agreed with. Withdrawing there let real slowdowns go as
     # ``inconclusive`` (r49, beside the neighbour: a Keras CNN made 5 % slower read +6.6 %
     # [+3.1, +10.3], again +2.0 % [-3.4, +7.7], once more with 4x the rounds +1.6 % [-5.8, +9.5];
     # r48, quiet, the same at +6.4 %, +4.6 % and +2.7 % [-1.1, +6.6]).
-    reopened = [n for n in wanted if not problem and pairs.leaves_open(more.get(n), thresholds[n])]
-    spread_rows = agreed + reopened
+    reopened = [n for n in wanted if pairs.leaves_open(found.more.get(n), thresholds[n])]
+    spread_rows = [*agreed, *reopened]
     # The reopened rows' pairs from the once-more pair on took more rounds: their text says so.
     marked = {n: wanted[n] for n in reopened}
-    later = {n: [again.get(n), with_rounds(more.get(n), marked.get(n, 1))] for n in spread_rows}
-    if spread_rows and not problem:
+    found.later = {
+        n: [again.get(n), with_rounds(found.more.get(n), marked.get(n, 1))] for n in spread_rows
+    }
+    if spread_rows:
         rounds = {n: last_rounds[n] for n in spread_rows}
-        at = _Nested(commit, pct, rootdir, measuring, swap)
         spread = _Spread(by_id, thresholds, rounds, at, marked)
-        broken, note = spread.further(later)
-        standing |= broken
-        line += note
+        broken, further = spread.further(found.later)
+        found.standing |= broken
+        note += further
+    return found, note
+
+
+def _judged(
+    rows: Sequence[Row],
+    thresholds: Mapping[str, float],
+    asked: _Asked,
+    again: Mapping[str, Mapping[str, Any]],
+    wanted: Mapping[str, int],
+    turned: Sequence[str],
+    found: _Later,
+) -> list[Row]:
+    """Every row as its new pairs leave it."""
     judged = []
     for row in rows:
         nodeid, threshold = row.nodeid, thresholds[row.nodeid]
-        if nodeid in turned and not problem:
-            judged.append(by_pairs(row, later[nodeid], threshold))
-        elif nodeid in improving:
-            pairs_later = later.get(nodeid) if not problem else None
-            judged.append(improvement(row, again.get(nodeid), threshold, pairs_later))
-        elif nodeid in standing:
+        later = None if found.problem else found.later.get(nodeid)
+        if nodeid in turned and later is not None:
+            judged.append(by_pairs(row, later, threshold))
+        elif nodeid in asked.improving:
+            judged.append(improvement(row, again.get(nodeid), threshold, later))
+        elif nodeid in found.standing:
             judged.append(row)
-        elif nodeid in later and not problem:
-            judged.append(by_pairs(row, later[nodeid], threshold))
+        elif later is not None:
+            judged.append(by_pairs(row, later, threshold))
         else:
-            extra = (wanted[nodeid], more.get(nodeid)) if nodeid in wanted else None
+            extra = (wanted[nodeid], found.more.get(nodeid)) if nodeid in wanted else None
             judged.append(by_new_pair(row, again.get(nodeid), threshold, extra))
-    # What the new pairs read shows how far apart the first pair's processes were: the rows that
-    # pair alone called ``unchanged`` must leave room for that much (``offsets``).
-    pairs_of = {n: later.get(n) or [again.get(n), more.get(n)] for n in measured}
-    at = _Nested(commit, pct, rootdir, measuring, swap)
-    judged, note = _offset_allowed(judged, by_id, pairs_of, thresholds, set(measured), at)
-    return judged, line + _outcome(judged, failing, improving, under) + note
+    return judged
 
 
 def _offset_allowed(
