@@ -113,12 +113,12 @@ def test_rows_whose_rounds_could_not_catch_the_threshold_are_measured_again_with
 def test_a_regression_the_re_measurement_could_not_confirm_leaves_the_first_row():
     first = replace(FIRST, verdict="inconclusive", regression=False, detectable=0.2)
     unconfirmed = again(9.0, 3.0, 15.0, regression=True)  # its confirmation never ran
-    row = _resolved(first, unconfirmed, 4)
+    row = _resolved(first, unconfirmed, 4, 0.05)
     assert row.verdict == "inconclusive" and row.regression is False
     assert row.reason.endswith(
         "measured again with more rounds: found a regression it could not confirm"
     )
-    confirmed = _resolved(first, {**unconfirmed, "confirmed": True}, 4)
+    confirmed = _resolved(first, {**unconfirmed, "confirmed": True}, 4, 0.05)
     assert confirmed.regression is True and confirmed.change == pytest.approx(0.09)
 
 
@@ -127,7 +127,7 @@ def test_a_re_measured_row_tells_the_session_s_first_pair_from_the_first_with_mo
     first = replace(FIRST, verdict="inconclusive", regression=False, detectable=0.2)
     pairs = f"new pairs of processes, the spread between pairs counted{joined}first +9.7% [+9.5%"
     found = {**again(9.7, 9.5, 9.9, regression=True), "confirmed": True, "note": pairs}
-    note = _resolved(first, found, 4).reason
+    note = _resolved(first, found, 4, 0.05).reason
     # Trials 33 and 35 read two "first" readings as one pair's.
     assert note.startswith("measured again with 4x the rounds in a new pair of processes (the ")
     assert "(the session's first pair read +" in note

@@ -476,6 +476,12 @@ def _from(delta: float, se: float, df: float, noise: Noise) -> Change:
     )
 
 
+def from_log(delta: float, se: float, df: float, source: str) -> Change:
+    """A change measured in this job from its log estimate, standard error and degrees of
+    freedom, with its interval, how sure it is and what it detects."""
+    return _from(delta, se, df, Noise(0.0, df, source, True))
+
+
 def _detectable(df: float) -> float:
     """The true change, in standard errors, that the gate calls slower 4 times in 5."""
     # A tenth of a degree of freedom changes nothing shown; below one there is no t to speak of.

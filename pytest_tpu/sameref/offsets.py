@@ -105,6 +105,10 @@ def first_pair_offset(
     return Offset(math.sqrt(math.fsum(squares) / len(squares)), len(found), nodeid, largest)
 
 
+# Says, in a row's reason, that the offsets other rows showed in its pair held it (``allowed_for``).
+AS_THOSE_ALLOW = "as large as those allow"
+
+
 def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
     """``row`` as it stands once the first pair's measured ``offset`` is allowed for: a row that
     pair alone called ``unchanged`` whose interval does not clear the threshold by the room the
@@ -128,7 +132,7 @@ def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
         f"its threshold ({threshold:.1%}) by its rounds; but the {offset.count} benchmark(s) "
         f"new pairs measured again read {math.expm1(offset.rms):.1%} off in this pair (root mean "
         f"square; {offset.largest} {math.expm1(offset.largest_log):+.1%}): an offset between its "
-        f"two processes as large as those allow ({math.expm1(offset.bound):.1%}) could hide a "
+        f"two processes {AS_THOSE_ALLOW} ({math.expm1(offset.bound):.1%}) could hide a "
         "regression of the threshold"
     )
     return replace(row, verdict="inconclusive", reason=why, detectable=detectable)

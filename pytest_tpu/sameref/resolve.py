@@ -33,7 +33,7 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import SPREAD_OF_PAIRS
-from pytest_tpu.sameref import judge, nested
+from pytest_tpu.sameref import judge, nested, pooled
 from pytest_tpu.sameref.offsets import OWN_PAIR_READ
 from pytest_tpu.sameref.reportrow import number
 from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within
@@ -104,10 +104,11 @@ def resolve(
     ``percent`` is the session's time threshold in percent; ``own`` a benchmark's own (a
     fraction, from its marker), by node id; ``most`` the largest factor of rounds.
     """
+    thresholds = {row.nodeid: own.get(row.nodeid, percent / 100) for row in rows}
     wanted = {
         row.nodeid: factor
         for row in rows
-        if (factor := factor_for(row, own.get(row.nodeid, percent / 100), most))
+        if (factor := factor_for(row, thresholds[row.nodeid], most))
     }
     if not wanted:
         return list(rows), ""
@@ -119,7 +120,10 @@ def resolve(
         f"measured {len(wanted)} inconclusive benchmark(s) again with up to "
         f"{max(wanted.values())}x the rounds in a new pair of processes"
     ) + _confirmed_there(again, wanted)
-    return [_resolved(row, again.get(row.nodeid), wanted.get(row.nodeid, 0)) for row in rows], line
+    return [
+        _resolved(row, again.get(row.nodeid), wanted.get(row.nodeid, 0), thresholds[row.nodeid])
+        for row in rows
+    ], line
 
 
 def _confirmed_there(again: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, int]) -> str:
@@ -136,8 +140,9 @@ def _confirmed_there(again: Mapping[str, Mapping[str, Any]], wanted: Mapping[str
     return f"; {kept} of them regression(s), confirmed there by further new pairs of processes"
 
 
-def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
-    """``row`` replaced by the new pair's row ``again`` (a report row, in percent)."""
+def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold: float) -> Row:
+    """``row`` replaced by the new pair's row ``again`` (a report row, in percent); where that
+    pair alone leaves it ``inconclusive``, judged on both pairs at once (``pooled``)."""
     if not factor:
         return row
     first = f"the session's first pair read {pct(row.change)} [{pct(row.low)}, {pct(row.high)}]"
@@ -157,7 +162,7 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
     # first +9.7% ..."); said apart from the session's first pair (trials 33 and 35 read the two
     # "first" readings as one pair's).
     note = re.sub(r"(\(|: )first (?=[+-])", rf"\1the first with {factor}x the rounds ", note)
-    return replace(
+    replaced = replace(
         row,
         verdict=str(again.get("verdict") or "inconclusive"),
         regression=again.get("regression") is True,
@@ -166,3 +171,4 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int) -> Row:
         + (f"; {note}" if note else ""),
         **judge.measured_as(row, again),
     )
+    return pooled.resolved_together(row, replaced, again, threshold)

@@ -1,0 +1,143 @@
+"""A row measured again with more rounds, judged on both its pairs of processes at once.
+
+A row whose first pair's rounds could not resolve the threshold is measured again by a new pair
+with more rounds (``resolve``). One pair calls a change ``unchanged`` only where its interval
+leaves room under the threshold for an offset between its two processes (half the threshold,
+``rows.one_pair``), which its rounds cannot show; so the new pair alone often leaves the row
+``inconclusive`` with an interval well inside the threshold (r67, r68: a Keras CNN's unchanged
+steps at -1.3 % [-5.8, +3.4] and the like, after 4 times the rounds).
+
+Both pairs measured the same code with independent offsets, and the first was picked for its
+coarse rounds, not for what it read. Their changes weighted by the inverse of their rounds'
+variance have an offset that is the same weighted mean of two: its spread shrinks by the root of
+the sum of the squared weights (0.71 for equal weights, 1 where one pair dominates). So the two
+together are called ``unchanged`` where
+
+- they agree: their difference lies within 1.96 standard errors of both pairs' rounds (pairs
+  that disagree show an offset larger than their rounds, which more pairs must measure);
+- their pooled 95 % interval (Student's t on Welch's degrees of freedom) ends under the threshold
+  by the one-pair room shrunk by the weights, and their change lies under the threshold by the
+  one-pair distance (three quarters of it) shrunk alike;
+- and together they could have caught the threshold (their detectable change within it).
+
+Replayed on the logged pairs of r67 and r68 (``experiments/compare_ref/one_pair_rules.py``):
+11 of 37 same-code CNN and matmul rows left ``inconclusive`` by their new pair alone were
+``unchanged`` together, and none of the 16 such rows of the +5 % and +10 % commits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_tpu.gate.compare import Row
+from pytest_tpu.gate.lines import pct
+from pytest_tpu.gate.stats import (
+    CONFIDENCE,
+    MAX_BLOCKS,
+    MIN_BLOCKS,
+    ONE_PAIR,
+    ONE_PAIR_HIDES,
+    ONE_PAIR_OFFSET,
+    TAIL,
+    Change,
+    from_log,
+    t_ppf,
+)
+from pytest_tpu.gate.verdict import with_change
+from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
+from pytest_tpu.sameref.reportrow import numbers
+
+# Only a plain one-pair reading: its interval is its rounds' own (not widened, not a spread).
+_ONE_PAIR_SOURCE = re.compile(rf"^(\d+) paired rounds in this job, {ONE_PAIR}$")
+_AGREE = 1.96  # two pairs' changes this many standard errors of their rounds apart disagree
+POOLED = "two pairs of processes pooled"  # ends a pooled row's noise source
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One pair's change on the log scale, its rounds' standard error and degrees of freedom."""
+
+    log: float
+    se: float
+    df: float
+    rounds: int
+
+
+def reading(change: float, high: float, source: str, statistic: str) -> Reading | None:
+    """One pair's reading from its change, the upper end of its interval (fractions), its noise
+    source and statistic; None unless it is a plain one-pair reading of the gate's location."""
+    found = _ONE_PAIR_SOURCE.match(source)
+    if found is None or statistic or not (change > -1 and high > change):
+        return None
+    rounds = int(found.group(1))
+    blocks = min(MAX_BLOCKS, rounds)
+    if blocks < MIN_BLOCKS:
+        return None
+    df = blocks - 1
+    # The upper half of the interval: the wider one where a row was widened above only.
+    se = (math.log1p(high) - math.log1p(change)) / t_ppf(1 - (1 - CONFIDENCE) / 2, df)
+    return Reading(math.log1p(change), se, df, rounds) if math.isfinite(se) else None
+
+
+def pooled(first: Reading, again: Reading) -> tuple[Change, float, bool]:
+    """The two readings' weighted change, how much their mean's offset shrinks, and whether they
+    agree."""
+    weights = (1 / first.se**2, 1 / again.se**2)
+    total = math.fsum(weights)
+    shares = [w / total for w in weights]
+    log = shares[0] * first.log + shares[1] * again.log
+    parts = [(s * r.se) ** 2 for s, r in zip(shares, (first, again), strict=True)]
+    pairs = zip(parts, (first, again), strict=True)
+    df = math.fsum(parts) ** 2 / math.fsum(p**2 / r.df for p, r in pairs)
+    source = f"{first.rounds} and {again.rounds} paired rounds in this job, {POOLED}"
+    change = from_log(log, 1 / math.sqrt(total), df, source)
+    agree = abs(first.log - again.log) < _AGREE * math.hypot(first.se, again.se)
+    return change, math.sqrt(math.fsum(s * s for s in shares)), agree
+
+
+def unchanged_together(found: Change, shrink: float, threshold: float) -> bool:
+    """Whether two agreeing pairs' pooled change rules a slowdown of ``threshold`` out, with
+    room for the offset of their mean (``shrink`` times one pair's)."""
+    room = found.high < threshold * (1 - ONE_PAIR_OFFSET * shrink)
+    small = found.estimate < threshold * (1 - (1 - ONE_PAIR_HIDES) * shrink)
+    return room and small and found.low > -threshold and found.detectable <= threshold
+
+
+def resolved_together(first: Row, resolved: Row, again: Mapping[str, Any], threshold: float) -> Row:
+    """``resolved`` (the row as the new pair with more rounds left it, ``again`` that pair's
+    report row) called ``unchanged`` on both pairs where they agree and together rule the
+    threshold out; as it is otherwise."""
+    if resolved.verdict != "inconclusive" or resolved.regression or first.regression:
+        return resolved
+    if first.confirmed is not None:  # new pairs measured it before: not its first pair's reading
+        return resolved
+    if first.change is None or first.high is None:
+        return resolved
+    # A pair whose processes other rows showed apart, or whose own new pair read it, has an
+    # offset measured larger than the one-pair room: that room does not hold for it.
+    if AS_THOSE_ALLOW in first.reason or OWN_PAIR_READ in first.reason:
+        return resolved
+    one = reading(first.change, first.high, first.noise_source, first.statistic)
+    found = numbers(again, "change_pct", "ci_high")
+    statistic = TAIL if again.get("statistic") == TAIL else ""
+    source = str(again.get("noise_source") or "")
+    new = None if found is None else reading(found[0] / 100, found[1] / 100, source, statistic)
+    if one is None or new is None:
+        return resolved
+    both, shrink, agree = pooled(one, new)
+    if not agree or not unchanged_together(both, shrink, threshold):
+        return resolved
+    why = (
+        f"{resolved.reason}; both pairs together {pct(both.estimate)} [{pct(both.low)}, "
+        f"{pct(both.high)}]: they agree, and their mean leaves room under the threshold "
+        f"({threshold:.1%}) for an offset between processes, which one pair alone did not"
+    )
+    base = resolved.base_value
+    current = None if base is None else base * (1 + both.estimate)
+    return replace(
+        with_change(resolved, both), verdict="unchanged", current_value=current, reason=why
+    )

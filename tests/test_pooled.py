@@ -1,0 +1,96 @@
+"""A row measured again with more rounds, judged on both its pairs at once (plain data).
+
+The readings are r67's and r68's (quiet, a Keras CNN and a TensorFlow matmul chain): a first pair
+of 10 rounds too coarse for a 5 % threshold, then a new pair with 2-4 times the rounds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tpu.gate.compare import Row
+from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW
+from pytest_tpu.sameref.pooled import POOLED
+from pytest_tpu.sameref.resolve import _resolved
+
+ONE = "paired rounds in this job, one pair of processes"
+
+
+def first(change: float, low: float, high: float, rounds: int = 10, reason: str = "") -> Row:
+    return Row(
+        nodeid="test_work.py::test_cnn",
+        status="compared",
+        verdict="inconclusive",
+        change=change / 100,
+        low=low / 100,
+        high=high / 100,
+        detectable=0.09,
+        noise_source=f"{rounds} {ONE}",
+        base_value=0.140,
+        current_value=0.140 * (1 + change / 100),
+        reason=reason,
+    )
+
+
+def again(change: float, low: float, high: float, rounds: int) -> dict[str, object]:
+    return {
+        "name": "test_work.py::test_cnn",
+        "change_pct": change,
+        "ci_low": low,
+        "ci_high": high,
+        "detectable_pct": 6.0,
+        "verdict": "inconclusive",
+        "regression": False,
+        "noise_source": f"{rounds} {ONE}",
+        "statistic": "middle half of the paired rounds' ratios",
+        "baseline": 0.140,
+        "current": 0.140 * (1 + change / 100),
+    }
+
+
+def test_two_agreeing_pairs_of_unchanged_code_are_unchanged_together():
+    # r67, the base against itself: the new pair alone leaves room for an offset of only 1.9 %.
+    row = _resolved(first(-2.8, -7.6, 2.2), again(0.1, -2.8, 3.1, 24), 4, 0.05)
+    assert row.verdict == "unchanged"
+    assert row.noise_source == f"10 and 24 paired rounds in this job, {POOLED}"
+    assert row.change is not None and row.high is not None and row.low is not None
+    # Between the two pairs' changes, nearer the one with more rounds; its interval narrower
+    # than either pair's own.
+    assert -0.01 < row.change < 0.001
+    assert row.high - row.low < 0.031 + 0.028
+    assert row.detectable is not None and row.detectable <= 0.05
+    assert "the session's first pair read -2.8% [-7.6%, +2.2%]" in row.reason
+    assert "both pairs together" in row.reason and "they agree" in row.reason
+    # The table's times follow the pooled change.
+    assert row.current_value == pytest.approx(0.140 * (1 + row.change))
+
+
+@pytest.mark.parametrize(
+    ("one", "two", "why"),
+    [
+        # r67, a 5 % slower matmul chain: the pairs lie further apart than their rounds allow.
+        ((5.4, 3.2, 7.6), (2.9, 1.6, 4.3, 30), "disagree"),
+        # r67, a 5 % slower CNN: together +3.3 %, too near the threshold to rule it out.
+        ((2.6, -0.6, 5.8), (4.2, 0.6, 7.9, 20), "near"),
+        # r68, unchanged code, but together still too coarse to have caught the threshold.
+        ((3.1, -8.9, 16.7), (3.8, -2.6, 10.6, 40), "coarse"),
+    ],
+)
+def test_pairs_that_disagree_or_leave_the_threshold_open_stay_inconclusive(one, two, why):
+    row = _resolved(first(*one), again(*two), 4, 0.05)
+    assert row.verdict == "inconclusive", why
+    assert row.noise_source == f"{two[3]} {ONE}"  # the new pair's own reading, as before
+    assert "both pairs together" not in row.reason
+
+
+def test_a_pair_other_rows_showed_apart_is_not_pooled():
+    # Its processes were measured further apart than the one-pair room: that room cannot shrink.
+    held = first(-2.8, -7.6, 2.2, reason=f"an offset between its processes {AS_THOSE_ALLOW}")
+    row = _resolved(held, again(0.1, -2.8, 3.1, 24), 4, 0.05)
+    assert row.verdict == "inconclusive"
+
+
+def test_a_slower_new_pair_is_never_pooled_into_unchanged():
+    measured = {**again(6.8, 4.0, 9.8, 40), "verdict": "slower"}
+    row = _resolved(first(3.7, -4.6, 12.8), measured, 4, 0.05)
+    assert row.verdict == "slower"
