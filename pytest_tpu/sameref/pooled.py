@@ -48,6 +48,7 @@ from pytest_tpu.gate.stats import (
     t_ppf,
 )
 from pytest_tpu.gate.verdict import with_change
+from pytest_tpu.sameref.judge import interval_text
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
 from pytest_tpu.sameref.reportrow import numbers
 
@@ -107,10 +108,12 @@ def unchanged_together(found: Change, shrink: float, threshold: float) -> bool:
     return room and small and found.low > -threshold and found.detectable <= threshold
 
 
-def resolved_together(first: Row, resolved: Row, again: Mapping[str, Any], threshold: float) -> Row:
+def resolved_together(
+    first: Row, resolved: Row, again: Mapping[str, Any], threshold: float, lead: str
+) -> Row:
     """``resolved`` (the row as the new pair with more rounds left it, ``again`` that pair's
     report row) called ``unchanged`` on both pairs where they agree and together rule the
-    threshold out; as it is otherwise."""
+    threshold out; as it is otherwise. ``lead`` opens its reason: how it was measured again."""
     if resolved.verdict != "inconclusive" or resolved.regression or first.regression:
         return resolved
     if first.confirmed is not None:  # new pairs measured it before: not its first pair's reading
@@ -131,10 +134,13 @@ def resolved_together(first: Row, resolved: Row, again: Mapping[str, Any], thres
     both, shrink, agree = pooled(one, new)
     if not agree or not unchanged_together(both, shrink, threshold):
         return resolved
+    # Said instead of the new pair's own reason, which explains why one pair could not call it
+    # unchanged (trial 23 and others read "not ruled out" beside ``unchanged`` as a contradiction).
     why = (
-        f"{resolved.reason}; both pairs together {pct(both.estimate)} [{pct(both.low)}, "
-        f"{pct(both.high)}]: they agree, and their mean leaves room under the threshold "
-        f"({threshold:.1%}) for an offset between processes, which one pair alone did not"
+        f"{lead}; that pair read {interval_text(again)}, which alone leaves too little room "
+        f"under the threshold ({threshold:.1%}) for an offset between its two processes; both "
+        f"pairs together {pct(both.estimate)} [{pct(both.low)}, {pct(both.high)}]: they agree, "
+        "and their mean, whose offset is smaller than one pair's, rules the threshold out"
     )
     base = resolved.base_value
     current = None if base is None else base * (1 + both.estimate)

@@ -162,13 +162,13 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold:
     # first +9.7% ..."); said apart from the session's first pair (trials 33 and 35 read the two
     # "first" readings as one pair's).
     note = re.sub(r"(\(|: )first (?=[+-])", rf"\1the first with {factor}x the rounds ", note)
+    lead = f"measured again with {factor}x the rounds in a new pair of processes ({first})"
     replaced = replace(
         row,
         verdict=str(again.get("verdict") or "inconclusive"),
         regression=again.get("regression") is True,
         confirmed=again.get("confirmed") if isinstance(again.get("confirmed"), bool) else None,
-        reason=f"measured again with {factor}x the rounds in a new pair of processes ({first})"
-        + (f"; {note}" if note else ""),
+        reason=lead + (f"; {note}" if note else ""),
         **judge.measured_as(row, again),
     )
-    return pooled.resolved_together(row, replaced, again, threshold)
+    return pooled.resolved_together(row, replaced, again, threshold, lead)
