@@ -137,10 +137,11 @@ def resolved_together(
     # Said instead of the new pair's own reason, which explains why one pair could not call it
     # unchanged (trial 23 and others read "not ruled out" beside ``unchanged`` as a contradiction).
     why = (
-        f"{lead}; that pair read {interval_text(again)}, which alone leaves too little room "
-        f"under the threshold ({threshold:.1%}) for an offset between its two processes; both "
-        f"pairs together {pct(both.estimate)} [{pct(both.low)}, {pct(both.high)}]: they agree, "
-        "and their mean, whose offset is smaller than one pair's, rules the threshold out"
+        f"{lead}; that pair read {interval_text(again)}, which alone leaves a slowdown of the "
+        f"threshold ({threshold:.1%}) open (too coarse, or too little room for an offset between "
+        f"its two processes); both pairs together {pct(both.estimate)} [{pct(both.low)}, "
+        f"{pct(both.high)}]: they agree, and their mean, whose offset is smaller than one "
+        "pair's, rules the threshold out"
     )
     base = resolved.base_value
     current = None if base is None else base * (1 + both.estimate)
