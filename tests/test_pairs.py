@@ -37,6 +37,17 @@ def test_two_pairs_disagree_only_beyond_what_their_intervals_allow():
     assert not disagree(first(0.057, 0.056, 0.059), {"verdict": "inconclusive"})
 
 
+def test_pairs_whose_rounds_say_so_are_read_on_student_t():
+    # r67, a matmul chain 5 % slower: +5.4 % [+3.2, +7.6] on 10 paired rounds and +2.9 %
+    # [+1.6, +4.3] on 40. Read on their rounds' 7 degrees of freedom they disagree; the same
+    # intervals read as normal (no rounds said) would pass as agreeing.
+    plain = "paired rounds in this job, one pair of processes"
+    row = replace(first(0.054, 0.032, 0.076), noise_source=f"10 {plain}")
+    report = {**again(2.9, 1.6, 4.3), "noise_source": f"40 {plain}"}
+    assert disagree(row, report)
+    assert not disagree(replace(row, noise_source=""), {**report, "noise_source": ""})
+
+
 def test_the_spread_of_three_pairs_is_the_uncertainty_of_the_new_two():
     found = across(first(0.057, 0.056, 0.059), [again(6.1, 5.9, 6.4), again(2.45, 2.36, 2.54)])
     assert found is not None

@@ -66,7 +66,7 @@ def test_two_agreeing_pairs_of_unchanged_code_are_unchanged_together():
         "read -2.8% [-7.6%, +2.2%]); that pair read +0.1% [-2.8%, +3.1%], which alone leaves a "
         "slowdown of the threshold (5.0%) open"
     )
-    assert "both pairs together -0.7% [-3.0%, +1.7%]: they agree" in row.reason
+    assert "both pairs together -0.6% [-3.0%, +1.7%]: they agree" in row.reason
     assert "not ruled out" not in row.reason
     # The table's times follow the pooled change.
     assert row.current_value == pytest.approx(0.140 * (1 + row.change))

@@ -93,10 +93,10 @@ def first_pair_offset(
         again = [m for m in map(of_report, rows) if m is not None]
         if one is None or not again or nodeid not in thresholds:
             continue
-        mean = math.fsum(log for log, _ in again) / len(again)
-        noise = one[1] ** 2 + math.fsum(se**2 for _, se in again) / len(again) ** 2
+        mean = math.fsum(m.log for m in again) / len(again)
+        noise = one.se**2 + math.fsum(m.se**2 for m in again) / len(again) ** 2
         if math.sqrt(noise) <= RESOLVES * math.log1p(thresholds[nodeid]):
-            found.append((nodeid, one[0] - mean, noise))
+            found.append((nodeid, one.log - mean, noise))
     if not found:
         return None
     # Each difference holds both sides' rounds' noise too: only what lies past it is offset.

@@ -28,49 +28,100 @@ pairs of that workload differ by 2 to 4 % (standard deviation), so their mean's 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.gate.stats import CONFIDENCE, Change, between_pairs, between_pairs_by_role
+from pytest_tpu.gate.stats import (
+    CONFIDENCE,
+    MAX_BLOCKS,
+    MIN_BLOCKS,
+    ONE_PAIR,
+    Change,
+    between_pairs,
+    between_pairs_by_role,
+    t_ppf,
+)
 from pytest_tpu.sameref.reportrow import numbers
 from pytest_tpu.sameref.swap import SWAPPED_KEY
 
-APART = 2.0  # standard errors of their difference: two pairs further apart disagree
 FURTHER = 2  # pairs added where three leave a regression open (and, leaning slower, five or more)
 MOST = 9  # pairs in all, the first one's included, where five leave a regression open
-# The shown intervals are two-sided at CONFIDENCE: their half-width in standard errors.
-_Z = NormalDist().inv_cdf(0.5 * (1 + CONFIDENCE))
+_TWO_SIDED = 1 - (1 - CONFIDENCE) / 2  # the shown intervals' upper end, a one-sided quantile
+_Z = NormalDist().inv_cdf(_TWO_SIDED)
+# A plain one-pair reading: its interval is its rounds' own, Student's t on batch means of at
+# most MAX_BLOCKS blocks (``stats.paired_change``); a widened one names why after a semicolon.
+_ONE_PAIR_SOURCE = re.compile(rf"^(\d+) paired rounds in this job, {ONE_PAIR}$")
 
 
-def _logged(change: float, low: float, high: float) -> tuple[float, float] | None:
-    """A change and its 95 % interval (fractions) as a log change and its standard error."""
+@dataclass(frozen=True)
+class Reading:
+    """A pair's change on the log scale, its standard error and degrees of freedom, and its
+    paired rounds (0 where the reading is not one pair's own)."""
+
+    log: float
+    se: float
+    df: float
+    rounds: int
+
+
+def reading(change: float, low: float, high: float, source: str = "") -> Reading | None:
+    """A change and its 95 % interval (fractions) as a log change and its standard error.
+
+    Where ``source`` says the interval is one pair's rounds' own, its degrees of freedom are
+    known and the error is the interval's half-width over Student's t: over the normal quantile
+    it would be a fifth too large for 8 blocks, and two pairs that disagree would pass as
+    agreeing. Any other interval (widened, or the spread between pairs) is read as normal."""
     if min(change, low, high) <= -1 or not all(map(math.isfinite, (change, low, high))):
         return None
-    return math.log1p(change), (math.log1p(high) - math.log1p(low)) / (2 * _Z)
+    width = math.log1p(high) - math.log1p(low)
+    found = _ONE_PAIR_SOURCE.match(source)
+    rounds = int(found.group(1)) if found else 0
+    if min(MAX_BLOCKS, rounds) < MIN_BLOCKS:
+        return Reading(math.log1p(change), width / (2 * _Z), math.inf, 0)
+    df = min(MAX_BLOCKS, rounds) - 1
+    return Reading(math.log1p(change), width / (2 * t_ppf(_TWO_SIDED, df)), df, rounds)
 
 
-def of_row(row: Row) -> tuple[float, float] | None:
-    """A row's change as a log change and its standard error, or None without an interval."""
+def of_row(row: Row) -> Reading | None:
+    """A row's change as a reading, or None without an interval."""
     if row.change is None or row.low is None or row.high is None:
         return None
-    return _logged(row.change, row.low, row.high)
+    return reading(row.change, row.low, row.high, row.noise_source)
 
 
-def of_report(again: Mapping[str, Any] | None) -> tuple[float, float] | None:
-    """A new pair's report row's change as a log change and its standard error, or None."""
+def of_report(again: Mapping[str, Any] | None) -> Reading | None:
+    """A new pair's report row's change as a reading, or None."""
     found = numbers(again or {}, "change_pct", "ci_low", "ci_high")
-    return None if found is None else _logged(*(x / 100 for x in found))
+    if found is None:
+        return None
+    change, low, high = (x / 100 for x in found)
+    return reading(change, low, high, str((again or {}).get("noise_source") or ""))
+
+
+def apart(one: Reading, two: Reading) -> bool:
+    """Whether two readings lie further apart than their errors allow: their difference past
+    the two-sided 95 % quantile of Student's t on Welch's degrees of freedom."""
+    df = welch((one.se, two.se), (one.df, two.df))
+    return abs(one.log - two.log) > t_ppf(_TWO_SIDED, df) * math.hypot(one.se, two.se)
+
+
+def welch(errors: Sequence[float], dfs: Sequence[float]) -> float:
+    """The degrees of freedom of a sum of independent errors (Welch-Satterthwaite); infinite
+    where every part is read as normal."""
+    parts = [e**4 / df for e, df in zip(errors, dfs, strict=True) if math.isfinite(df)]
+    total = math.fsum(e * e for e in errors) ** 2
+    return total / math.fsum(parts) if parts and math.fsum(parts) > 0 else math.inf
 
 
 def disagree(first: Row, again: Mapping[str, Any] | None) -> bool:
     """Whether the first pair's row and a new pair's report row lie further apart than their
     intervals allow."""
     one, two = of_row(first), of_report(again)
-    if one is None or two is None:
-        return False
-    return abs(one[0] - two[0]) > APART * math.hypot(one[1], two[1])
+    return one is not None and two is not None and apart(one, two)
 
 
 def across(first: Row, later: Sequence[Mapping[str, Any] | None]) -> Change | None:
@@ -79,8 +130,8 @@ def across(first: Row, later: Sequence[Mapping[str, Any] | None]) -> Change | No
     measured = [of_row(first), *(of_report(row) for row in later)]
     if any(m is None for m in measured):
         return None
-    logs = [m[0] for m in measured if m is not None]
-    errors = [m[1] for m in measured[1:] if m is not None]
+    logs = [m.log for m in measured if m is not None]
+    errors = [m.se for m in measured[1:] if m is not None]
     within = math.hypot(*errors) / len(errors)
     swapped = [bool((row or {}).get(SWAPPED_KEY)) for row in later]
     by_role = between_pairs_by_role(logs, logs[1:], swapped, within)

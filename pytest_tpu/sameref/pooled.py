@@ -13,91 +13,47 @@ variance have an offset that is the same weighted mean of two: its spread shrink
 the sum of the squared weights (0.71 for equal weights, 1 where one pair dominates). So the two
 together are called ``unchanged`` where
 
-- they agree: their difference lies within 1.96 standard errors of both pairs' rounds (pairs
+- they agree (``pairs.apart``: their difference within Student's t on both pairs' rounds; pairs
   that disagree show an offset larger than their rounds, which more pairs must measure);
 - their pooled 95 % interval (Student's t on Welch's degrees of freedom) ends under the threshold
   by the one-pair room shrunk by the weights, and their change lies under the threshold by the
   one-pair distance (three quarters of it) shrunk alike;
 - and together they could have caught the threshold (their detectable change within it).
 
-Replayed on the logged pairs of r67 and r68 (``experiments/compare_ref/one_pair_rules.py``):
-11 of 37 same-code CNN and matmul rows left ``inconclusive`` by their new pair alone were
-``unchanged`` together, and none of the 16 such rows of the +5 % and +10 % commits.
+Replayed on the logged pairs of r67, r68 and r69 (``experiments/compare_ref/one_pair_rules.py
+pooled``): 18 of 58 same-code Keras CNN and matmul rows left ``inconclusive`` by their new pair
+alone were ``unchanged`` together, and none of the 26 such rows of the +5 % and +10 % commits.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import (
-    CONFIDENCE,
-    MAX_BLOCKS,
-    MIN_BLOCKS,
-    ONE_PAIR,
-    ONE_PAIR_HIDES,
-    ONE_PAIR_OFFSET,
-    TAIL,
-    Change,
-    from_log,
-    t_ppf,
-)
+from pytest_tpu.gate.stats import ONE_PAIR_HIDES, ONE_PAIR_OFFSET, TAIL, Change, from_log
 from pytest_tpu.gate.verdict import with_change
 from pytest_tpu.sameref.judge import interval_text
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
-from pytest_tpu.sameref.reportrow import numbers
+from pytest_tpu.sameref.pairs import Reading, apart, of_report, of_row, welch
 
-# Only a plain one-pair reading: its interval is its rounds' own (not widened, not a spread).
-_ONE_PAIR_SOURCE = re.compile(rf"^(\d+) paired rounds in this job, {ONE_PAIR}$")
-_AGREE = 1.96  # two pairs' changes this many standard errors of their rounds apart disagree
 POOLED = "two pairs of processes pooled"  # ends a pooled row's noise source
 
 
-@dataclass(frozen=True)
-class Reading:
-    """One pair's change on the log scale, its rounds' standard error and degrees of freedom."""
-
-    log: float
-    se: float
-    df: float
-    rounds: int
-
-
-def reading(change: float, high: float, source: str, statistic: str) -> Reading | None:
-    """One pair's reading from its change, the upper end of its interval (fractions), its noise
-    source and statistic; None unless it is a plain one-pair reading of the gate's location."""
-    found = _ONE_PAIR_SOURCE.match(source)
-    if found is None or statistic or not (change > -1 and high > change):
-        return None
-    rounds = int(found.group(1))
-    blocks = min(MAX_BLOCKS, rounds)
-    if blocks < MIN_BLOCKS:
-        return None
-    df = blocks - 1
-    # The upper half of the interval: the wider one where a row was widened above only.
-    se = (math.log1p(high) - math.log1p(change)) / t_ppf(1 - (1 - CONFIDENCE) / 2, df)
-    return Reading(math.log1p(change), se, df, rounds) if math.isfinite(se) else None
-
-
-def pooled(first: Reading, again: Reading) -> tuple[Change, float, bool]:
-    """The two readings' weighted change, how much their mean's offset shrinks, and whether they
-    agree."""
+def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
+    """Two pairs' readings' weighted change, and how much their mean's offset shrinks."""
     weights = (1 / first.se**2, 1 / again.se**2)
     total = math.fsum(weights)
     shares = [w / total for w in weights]
     log = shares[0] * first.log + shares[1] * again.log
-    parts = [(s * r.se) ** 2 for s, r in zip(shares, (first, again), strict=True)]
-    pairs = zip(parts, (first, again), strict=True)
-    df = math.fsum(parts) ** 2 / math.fsum(p**2 / r.df for p, r in pairs)
+    errors = [s * r.se for s, r in zip(shares, (first, again), strict=True)]
+    df = welch(errors, (first.df, again.df))
     source = f"{first.rounds} and {again.rounds} paired rounds in this job, {POOLED}"
     change = from_log(log, 1 / math.sqrt(total), df, source)
-    agree = abs(first.log - again.log) < _AGREE * math.hypot(first.se, again.se)
-    return change, math.sqrt(math.fsum(s * s for s in shares)), agree
+    return change, math.sqrt(math.fsum(s * s for s in shares))
 
 
 def unchanged_together(found: Change, shrink: float, threshold: float) -> bool:
@@ -118,21 +74,19 @@ def resolved_together(
         return resolved
     if first.confirmed is not None:  # new pairs measured it before: not its first pair's reading
         return resolved
-    if first.change is None or first.high is None:
-        return resolved
     # A pair whose processes other rows showed apart, or whose own new pair read it, has an
     # offset measured larger than the one-pair room: that room does not hold for it.
     if AS_THOSE_ALLOW in first.reason or OWN_PAIR_READ in first.reason:
         return resolved
-    one = reading(first.change, first.high, first.noise_source, first.statistic)
-    found = numbers(again, "change_pct", "ci_high")
-    statistic = TAIL if again.get("statistic") == TAIL else ""
-    source = str(again.get("noise_source") or "")
-    new = None if found is None else reading(found[0] / 100, found[1] / 100, source, statistic)
-    if one is None or new is None:
+    if first.statistic or again.get("statistic") == TAIL:  # the mean of all rounds: not pooled
         return resolved
-    both, shrink, agree = pooled(one, new)
-    if not agree or not unchanged_together(both, shrink, threshold):
+    one, new = of_row(first), of_report(again)
+    # Only plain one-pair readings: their intervals are their rounds' own (not widened, not a
+    # spread between pairs), so their degrees of freedom are known.
+    if one is None or new is None or not one.rounds or not new.rounds or apart(one, new):
+        return resolved
+    both, shrink = pooled(one, new)
+    if not unchanged_together(both, shrink, threshold):
         return resolved
     # Said instead of the new pair's own reason, which explains why one pair could not call it
     # unchanged (trial 23 and others read "not ruled out" beside ``unchanged`` as a contradiction).
