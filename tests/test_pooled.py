@@ -101,3 +101,10 @@ def test_a_slower_new_pair_is_never_pooled_into_unchanged():
     measured = {**again(6.8, 4.0, 9.8, 40), "verdict": "slower"}
     row = _resolved(first(3.7, -4.6, 12.8), measured, 4, 0.05)
     assert row.verdict == "slower"
+
+
+def test_a_pair_whose_rounds_were_all_alike_is_left_as_it_was():
+    # A zero-width interval gives its pair no weight to pool by: the new pair's row stands.
+    row = _resolved(first(0.0, 0.0, 0.0), again(0.1, -2.8, 3.1, 24), 4, 0.05)
+    assert row.verdict == "inconclusive"
+    assert row.noise_source == f"24 {ONE}"

@@ -111,7 +111,7 @@ def apart(one: Reading, two: Reading) -> bool:
 
 def welch(errors: Sequence[float], dfs: Sequence[float]) -> float:
     """The degrees of freedom of a sum of independent errors (Welch-Satterthwaite); infinite
-    where every part is read as normal."""
+    where every part is read as normal (or no error is above zero)."""
     parts = [e**4 / df for e, df in zip(errors, dfs, strict=True) if math.isfinite(df)]
     total = math.fsum(e * e for e in errors) ** 2
     return total / math.fsum(parts) if parts and math.fsum(parts) > 0 else math.inf

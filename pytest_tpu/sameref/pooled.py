@@ -85,6 +85,8 @@ def resolved_together(
     # spread between pairs), so their degrees of freedom are known.
     if one is None or new is None or not one.rounds or not new.rounds or apart(one, new):
         return resolved
+    if not (one.se > 0 and new.se > 0):  # rounds all alike: no weights to give
+        return resolved
     both, shrink = pooled(one, new)
     if not unchanged_together(both, shrink, threshold):
         return resolved
