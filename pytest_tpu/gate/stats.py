@@ -416,8 +416,9 @@ def _sq(x: float) -> float:
     return x * x if math.isfinite(x) else math.inf
 
 
-def _welch_df(parts: Sequence[tuple[float, float]]) -> float:
-    """Welch-Satterthwaite degrees of freedom of a sum of variance estimates."""
+def welch_df(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variance estimates, each given with
+    its degrees of freedom (infinite for one read as normal): 1e9 where none is estimated."""
     total = math.fsum(v for v, _ in parts)
     denominator = math.fsum(v * v / df for v, df in parts if v > 0)
     return total * total / denominator if denominator > 0 else 1e9
@@ -451,7 +452,7 @@ def change(
     if not math.isfinite(variance):
         return _unknown(delta, noise)
     se = math.sqrt(variance)
-    df = _welch_df(parts)
+    df = welch_df(parts)
     return _from(delta, se, df, noise)
 
 

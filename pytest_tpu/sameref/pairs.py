@@ -44,6 +44,7 @@ from pytest_tpu.gate.stats import (
     between_pairs,
     between_pairs_by_role,
     t_ppf,
+    welch_df,
 )
 from pytest_tpu.sameref.reportrow import numbers
 from pytest_tpu.sameref.swap import SWAPPED_KEY
@@ -105,16 +106,8 @@ def of_report(again: Mapping[str, Any] | None) -> Reading | None:
 def apart(one: Reading, two: Reading) -> bool:
     """Whether two readings lie further apart than their errors allow: their difference past
     the two-sided 95 % quantile of Student's t on Welch's degrees of freedom."""
-    df = welch((one.se, two.se), (one.df, two.df))
+    df = welch_df([(one.se**2, one.df), (two.se**2, two.df)])
     return abs(one.log - two.log) > t_ppf(_TWO_SIDED, df) * math.hypot(one.se, two.se)
-
-
-def welch(errors: Sequence[float], dfs: Sequence[float]) -> float:
-    """The degrees of freedom of a sum of independent errors (Welch-Satterthwaite); infinite
-    where every part is read as normal (or no error is above zero)."""
-    parts = [e**4 / df for e, df in zip(errors, dfs, strict=True) if math.isfinite(df)]
-    total = math.fsum(e * e for e in errors) ** 2
-    return total / math.fsum(parts) if parts and math.fsum(parts) > 0 else math.inf
 
 
 def disagree(first: Row, again: Mapping[str, Any] | None) -> bool:

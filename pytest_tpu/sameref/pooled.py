@@ -34,11 +34,18 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import ONE_PAIR_HIDES, ONE_PAIR_OFFSET, TAIL, Change, from_log
+from pytest_tpu.gate.stats import (
+    ONE_PAIR_HIDES,
+    ONE_PAIR_OFFSET,
+    TAIL,
+    Change,
+    from_log,
+    welch_df,
+)
 from pytest_tpu.gate.verdict import with_change
 from pytest_tpu.sameref.judge import interval_text
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
-from pytest_tpu.sameref.pairs import Reading, apart, of_report, of_row, welch
+from pytest_tpu.sameref.pairs import Reading, apart, of_report, of_row
 
 POOLED = "two pairs of processes pooled"  # ends a pooled row's noise source
 
@@ -49,8 +56,7 @@ def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
     total = math.fsum(weights)
     shares = [w / total for w in weights]
     log = shares[0] * first.log + shares[1] * again.log
-    errors = [s * r.se for s, r in zip(shares, (first, again), strict=True)]
-    df = welch(errors, (first.df, again.df))
+    df = welch_df([((s * r.se) ** 2, r.df) for s, r in zip(shares, (first, again), strict=True)])
     source = f"{first.rounds} and {again.rounds} paired rounds in this job, {POOLED}"
     change = from_log(log, 1 / math.sqrt(total), df, source)
     return change, math.sqrt(math.fsum(s * s for s in shares))
