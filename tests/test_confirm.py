@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_tpu.gate.compare import Row
+from pytest_tpu.sameref.confirm import _after_new_pair, _Asked, _judged, _Nested
 from pytest_tpu.sameref.judge import by_new_pair, by_pairs, once_more
 from pytest_tpu.sameref.resolve import _resolved, factor_for
 from pytest_tpu.sameref.swap import inverted
@@ -372,3 +373,20 @@ def test_an_improvement_a_new_pair_reads_as_a_slowdown_goes_on_as_a_regression_i
     # The summary does not count it among the improvements that stood.
     line = _outcome([row], [], [row.nodeid], [])
     assert "improvements: 0 confirmed, 1 withdrawn, 1 of them a regression by new pairs" in line
+
+
+def test_a_regression_waiting_for_a_third_pair_that_cannot_run_stands(tmp_path):
+    # The new pair read it further off than both pairs' rounds allow (+0.2 % [-0.3, +0.7] against
+    # +10.9 % [+4.2, +18.0]): a third pair was to decide. That pair's nested session really runs
+    # and fails (its rootdir is no git checkout): the regression must still fail the gate, not
+    # pass as two pairs' wide spread.
+    off = {FIRST.nodeid: again(0.2, -0.3, 0.7)}
+    thresholds = {FIRST.nodeid: 0.05}
+    at = _Nested("HEAD", 5.0, tmp_path, (), None)
+    found, note = _after_new_pair(
+        [FIRST], {FIRST.nodeid: FIRST}, thresholds, off, {}, [FIRST.nodeid], {FIRST.nodeid: 1}, at
+    )
+    assert "the first one stands" in note
+    asked = _Asked(failing=[FIRST.nodeid], improving=[], under=[])
+    [row] = _judged([FIRST], thresholds, asked, off, {}, [], found)
+    assert row.regression is True and row.change == FIRST.change

@@ -66,6 +66,7 @@ from pytest_tpu.sameref import offsets, pairs
 from pytest_tpu.sameref.judge import (
     by_new_pair,
     by_pairs,
+    confirms,
     improvement,
     improves,
     interval_text,
@@ -261,7 +262,12 @@ def _after_new_pair(
         note += f"; {len(agreed)} measured by a third pair"
     if found.problem:  # as above: the first measurement stands for those
         note += f" (that re-measurement {found.problem}: the first one stands)"
-        found.standing = set(wanted)
+        # So for every regression the new pair did not confirm: one it read further off than both
+        # pairs' rounds allow would otherwise be decided on two pairs' spread, an interval 12.7
+        # standard errors wide, and a broken third pair would pass it as ``inconclusive``.
+        found.standing = set(wanted) | {
+            n for n in agreed if by_id[n].regression and not confirms(again.get(n), thresholds[n])
+        }
         return found, note
     # A pair that measured once more and still leaves the regression open: the pairs' spread
     # decides, as for one the new pair agreed with. Withdrawing there let real slowdowns go as

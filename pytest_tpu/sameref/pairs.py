@@ -10,14 +10,16 @@ measured by a third pair, and the verdict takes the spread between the pairs as 
 regression but lies further from the first than their intervals allow, the withdrawn row shows
 that spread too. Where three pairs leave it
 open (the interval from below zero past the threshold), ``FURTHER`` more pairs measure it: with
-five pairs the interval is about 2.2 times narrower than with three (Student's t of 4 degrees of
-freedom instead of 2, and the mean of four new pairs instead of two). Measured here (r29): a
+five pairs the interval is about 1.9 times narrower than with three (each role's mean among the
+new pairs, ``stats.between_pairs_by_role``, on Student's t of 3 degrees of freedom instead of 2;
+2.2 times with four new pairs' plain mean on 4, where the roles cannot be swapped). Measured here (r29): a
 numpy function made 10 % slower read +13.3 %, +5.8 % and +13.3 % by three pairs, which left it
 ``inconclusive`` at [-3 %, +24 %].
 
 Where five pairs still leave it open and their change is at least half the threshold (what a
-``slower`` verdict asks), pairs are added two at a time, up to ``MOST``: the mean of eight new pairs
-with eight degrees of freedom gives an interval about 1.7 times narrower than five pairs do. A
+``slower`` verdict asks), pairs are added two at a time, up to ``MOST``: nine pairs, 7 degrees of
+freedom by role (8 without), give an interval about 1.9 times narrower than five pairs do (1.7
+without roles). A
 change under half the threshold stops at five (``inconclusive``): unchanged code rarely leans that
 far, so passing sessions seldom pay for it. (Measured here, r48 and r49, quiet: of the Keras CNN's
 +5 % rows that reached five pairs, 3 of 12 were left open at +2.5 % or more, ``inconclusive``; five
