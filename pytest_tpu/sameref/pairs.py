@@ -12,9 +12,9 @@ that spread too. Where three pairs leave it
 open (the interval from below zero past the threshold), ``FURTHER`` more pairs measure it: with
 five pairs the interval is about 1.9 times narrower than with three (each role's mean among the
 new pairs, ``stats.between_pairs_by_role``, on Student's t of 3 degrees of freedom instead of 2;
-2.2 times with four new pairs' plain mean on 4, where the roles cannot be swapped). Measured here (r29): a
-numpy function made 10 % slower read +13.3 %, +5.8 % and +13.3 % by three pairs, which left it
-``inconclusive`` at [-3 %, +24 %].
+2.2 times with four new pairs' plain mean on 4, where the roles cannot be swapped). Measured
+here (r29): a numpy function made 10 % slower read +13.3 %, +5.8 % and +13.3 % by three pairs,
+which left it ``inconclusive`` at [-3 %, +24 %].
 
 Where five pairs still leave it open and their change is at least half the threshold (what a
 ``slower`` verdict asks), pairs are added two at a time, up to ``MOST``: nine pairs, 7 degrees of
