@@ -18,10 +18,8 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +34,23 @@ ARMS = ("freeze", "nofreeze")
 
 
 def session(repo: Path, arm: str, report: Path) -> float:
-    """One same-job session of unchanged code; its wall time."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    """One same-job session of unchanged code (``run.pytest_run``); its wall time."""
+    added = {}
     if arm == "nofreeze":
         path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
-        env.update(PYTEST_PLUGINS="nofreeze", PYTHONPATH=path)
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "test_work.py", "-q", "-p", "no:cacheprovider",
-         "--compare-ref=base", f"--tpu-report={report}"],
-        cwd=repo, capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
-    report.with_suffix(".log").write_text(done.stdout + done.stderr)
-    return time.monotonic() - started
+        added = {"PYTEST_PLUGINS": "nofreeze", "PYTHONPATH": path}
+    saved = {name: os.environ.get(name) for name in added}
+    os.environ.update(added)  # pytest_run passes this process's environment on
+    try:
+        out, seconds = run.pytest_run(repo, ["--compare-ref=base", f"--tpu-report={report}"])
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    report.with_suffix(".log").write_text(out)
+    return seconds
 
 
 def rows_of(report: Path, arm: str, index: int) -> list[dict[str, Any]]:
