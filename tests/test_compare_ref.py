@@ -1037,6 +1037,63 @@ def test_a_worktree_left_by_a_killed_session_is_removed_next_time(repo):
     result.stdout.fnmatch_lines([said])
 
 
+def dead_pid() -> int:
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid
+
+
+@UNTIMED
+def test_temporary_folders_no_repository_lists_are_removed_once_their_owner_is_gone(
+    repo, tmp_path, monkeypatch
+):
+    # A session killed while it cleaned up, or whose throwaway repository was deleted, leaves
+    # folders no `git worktree list` shows: nothing removed them, run after run.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    gone = dead_pid()
+    log_only = scratch / f"pytest-tpu-ref-{gone}-abc"
+    (log_only / "base-session.log").parent.mkdir()
+    (log_only / "base-session.log").write_text("the base session's log\n")
+    borrowed = scratch / f"pytest-tpu-ref-borrowed-{gone}-def"
+    borrowed.mkdir()
+    orphan_tree = scratch / f"pytest-tpu-ref-{gone}-ghi" / "tree"
+    orphan_tree.mkdir(parents=True)
+    (orphan_tree / ".git").write_text(f"gitdir: {tmp_path}/deleted-repo/.git/worktrees/tree\n")
+    # A tree another repository still lists is that repository's to remove (and to name).
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    git(
+        other,
+        "-c",
+        "user.email=t@e",
+        "-c",
+        "user.name=t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    listed = scratch / f"pytest-tpu-ref-{gone}-jkl"
+    listed.mkdir()
+    git(other, "worktree", "add", "-q", "--detach", str(listed / "tree"))
+    running = scratch / f"pytest-tpu-ref-{os.getpid()}-mno"  # its owner is alive
+    running.mkdir()
+
+    result = repo.runpytest_subprocess(*FAST, "test_bench.py", "--compare-ref=HEAD")
+
+    removed = ", ".join(str(folder) for folder in sorted([log_only, borrowed, orphan_tree.parent]))
+    result.stdout.fnmatch_lines(
+        [f"compare-ref: removed temporary folder(s) of killed sessions: {removed}"]
+    )
+    assert not log_only.exists() and not borrowed.exists() and not orphan_tree.parent.exists()
+    assert (listed / "tree").is_dir() and running.is_dir()
+    assert sorted(path.name for path in scratch.iterdir()) == sorted([listed.name, running.name])
+
+
 COLLECTED = """
 import os
 import re

@@ -124,6 +124,7 @@ def _stop(process: subprocess.Popen[bytes], cwd: Path) -> None:
     # Killed outright, it could not remove its worktree: remove it now that its owner is gone.
     with contextlib.suppress(worktree.RefError):
         worktree.remove_stale(worktree.repository_root(cwd))
+    worktree.remove_leftovers()
 
 
 def report_rows(report: Path) -> dict[str, Mapping[str, Any]]:

@@ -67,6 +67,7 @@ class HeadPlugin:
         self.dirty = ""  # what the tree holds beyond HEAD, or nothing
         self.unmeasured = ""  # why nothing will be measured (no base run), or ""
         self.stale: list[Path] = []  # worktrees of killed sessions, removed at the start
+        self.leftovers: list[Path] = []  # their temporary folders no repository lists
         self.lines: list[str] = []
         self.tabled: set[str] = set()  # lines the reports carry already: counts, gate lines
         self.log = Path()
@@ -121,6 +122,7 @@ class HeadPlugin:
             return
         # Said in the header: git's own list changes under the user (trial 32: silently).
         self.stale = worktree.remove_stale(self.root)
+        self.leftovers = worktree.remove_leftovers()
         try:
             self.tree = (
                 worktree.borrow(Path(self.borrowed))
@@ -250,6 +252,9 @@ class HeadPlugin:
         if self.stale:
             paths = ", ".join(str(path) for path in self.stale)
             lines.append(f"compare-ref: removed the worktree(s) of a killed session: {paths}")
+        if self.leftovers:
+            paths = ", ".join(str(path) for path in self.leftovers)
+            lines.append(f"compare-ref: removed temporary folder(s) of killed sessions: {paths}")
         return lines
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

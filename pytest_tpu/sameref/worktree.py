@@ -3,7 +3,9 @@
 Worktrees are created under the system's temporary folder with a name that carries the owning
 process id (``pytest-tpu-ref-<pid>-<random>``). They are removed at session end, on Ctrl-C and on
 SIGTERM (``pytest_unconfigure`` and ``atexit``); one left by a process that was killed outright is
-removed by the next session in the same repository, once its owner is gone.
+removed by the next session in the same repository, once its owner is gone. What such a process
+leaves outside any repository's list (its scratch folder with the base session's log, or a tree
+whose repository is gone) is removed by the next ``--compare-ref`` session on the machine.
 """
 
 from __future__ import annotations
@@ -148,6 +150,42 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _owner(folder: Path) -> int | None:
+    """The process id a folder of ours is named after (``pytest-tpu-ref-[borrowed-]<pid>-...``)."""
+    owner = folder.name.removeprefix(PREFIX).removeprefix("borrowed-").split("-", 1)[0]
+    return int(owner) if owner.isdigit() else None
+
+
+def _registered(tree: Path) -> bool:
+    """Whether a tree is still a repository's worktree: its ``.git`` file points at the
+    repository's record of it, which that repository's next session removes (``remove_stale``),
+    naming it in its header."""
+    try:
+        pointer = (tree / ".git").read_text().strip()
+    except OSError:
+        return False
+    return pointer.startswith("gitdir: ") and Path(pointer.removeprefix("gitdir: ")).is_dir()
+
+
+def remove_leftovers(scratch: Path | None = None) -> list[Path]:
+    """Remove temporary folders of ours in ``scratch`` (the system's temporary folder) whose owner
+    is gone and that no repository lists: a scratch folder holding only the base session's log, a
+    borrowed tree's scratch, or a tree whose repository was deleted. A process killed while it
+    cleaned up, or a throwaway repository deleted under a killed session, left them where no
+    repository's ``git worktree list`` shows them; returns what was removed."""
+    removed = []
+    for folder in Path(scratch or tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        owner = _owner(folder)
+        if owner is None or _alive(owner) or not folder.is_dir() or folder.is_symlink():
+            continue
+        if _registered(folder / "tree"):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():  # another user's folder stays where it is
+            removed.append(folder)
+    return sorted(removed)
+
+
 def remove_stale(root: Path) -> list[Path]:
     """Remove worktrees of ours whose owning process is gone; returns what was removed."""
     done = _git(root, "worktree", "list", "--porcelain")
@@ -156,8 +194,8 @@ def remove_stale(root: Path) -> list[Path]:
         path = Path(line.removeprefix("worktree ").strip())
         if not line.startswith("worktree ") or not path.parent.name.startswith(PREFIX):
             continue
-        owner = path.parent.name.removeprefix(PREFIX).split("-", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)):
+        owner = _owner(path.parent)
+        if owner is not None and not _alive(owner):
             Worktree(root, path, "").remove()
             shutil.rmtree(path.parent, ignore_errors=True)
             removed.append(path)
