@@ -18,21 +18,25 @@ from pytest_tpu.sameref.turns import HEAD, Rounds, turn_of
 NODEID = "test_a.py::test_step"
 
 
-def paired(pairs: int, spread: float, seed: int, slower: float = 0.0) -> tuple[list, list, Rounds]:
-    """Rounds of a ~100 ms step in ABBA order: the machine's drift hits both rounds of a pair,
-    each round has its own noise of ``spread`` (log scale)."""
+def paired(
+    pairs: int, spread: float, seed: int, slower: float = 0.0, seconds: float = 0.1
+) -> tuple[list, list, Rounds]:
+    """Rounds of a step of ``seconds`` in ABBA order: the machine's drift hits both rounds of a
+    pair, each round has its own noise of ``spread`` (log scale)."""
     rng = random.Random(seed)
     turns = list(range(2 * pairs))
     head_turns = [t for t in turns if turn_of(t) == HEAD]
     base_turns = [t for t in turns if turn_of(t) != HEAD]
     drift = {t // 2: math.exp(rng.gauss(0, 0.05)) for t in turns}
-    head = [0.1 * drift[t // 2] * (1 + slower) * math.exp(rng.gauss(0, spread)) for t in head_turns]
-    base = [0.1 * drift[t // 2] * math.exp(rng.gauss(0, spread)) for t in base_turns]
+    head = [
+        seconds * drift[t // 2] * (1 + slower) * math.exp(rng.gauss(0, spread)) for t in head_turns
+    ]
+    base = [seconds * drift[t // 2] * math.exp(rng.gauss(0, spread)) for t in base_turns]
     return head, base, Rounds(head=head_turns, base=base_turns)
 
 
-def row_of(pairs: int, spread: float, seed: int, slower: float = 0.0):
-    head, base, rounds = paired(pairs, spread, seed, slower)
+def row_of(pairs: int, spread: float, seed: int, slower: float = 0.0, seconds: float = 0.1):
+    head, base, rounds = paired(pairs, spread, seed, slower, seconds)
     result = BenchResult(NODEID, "test_step", None, {}, {}, tuple(head))
     return compare_one(result, base, rounds, 0.05)
 
@@ -80,6 +84,22 @@ def test_advice_needs_a_finite_detectable_change_above_the_threshold():
     assert (
         "about 1313 paired rounds would resolve 5.0% (this pair had 160, 4x the benchmark" in again
     )
+
+
+def test_an_unresolved_row_of_long_rounds_suggests_shorter_ones():
+    # An epoch a round pairs rounds 200 ms apart; a step a round resolved 2-4 times finer for the
+    # same work (experiments/compare_ref/granularity.py).
+    epoch = row_of(10, 0.12, 3, seconds=0.2)
+    assert epoch.verdict == "inconclusive"
+    found = re.search(
+        r"; or shorter rounds of the same work .*: its rounds take (\d+) ms", epoch.reason
+    )
+    assert found and 150 < int(found.group(1)) < 270, epoch.reason
+    assert suggested(epoch.reason) > 10  # the advice on more rounds stays, first
+    # Short rounds, or long ones that resolved the threshold, get no such advice.
+    step = row_of(10, 0.12, 3, seconds=0.01)
+    assert step.verdict == "inconclusive" and "shorter rounds" not in step.reason
+    assert "shorter rounds" not in row_of(40, 0.01, 1, seconds=0.2).reason
 
 
 def test_a_row_s_times_agree_with_its_change_when_one_side_ran_rounds_alone():

@@ -87,8 +87,13 @@ def compare_one(
     measured = Measured(found, "paired", None)
     row = row_of(measured, decide(measured, threshold), {**values, **_common(head.nodeid)}, False)
     row = _tail(one_pair(row, threshold), steady, threshold)
-    hint = more_rounds(
+    more = more_rounds(
         found.detectable, threshold, len(differences), factors().get(head.nodeid, 1.0)
+    )
+    hint = "; or ".join(
+        part
+        for part in (more, shorter_rounds(found.detectable, threshold, _round_seconds(head)))
+        if part
     )
     return (
         replace(row, reason=f"{row.reason}; {hint}")
@@ -397,6 +402,32 @@ def more_rounds(detectable: float, threshold: float, pairs: int, factor: float =
     return (
         f"about {needed} paired rounds would resolve {threshold:.1%} ({had}; more rounds: "
         "benchmark.pedantic(rounds=...) or --benchmark-max-time / --benchmark-min-rounds)"
+    )
+
+
+# Rounds at least this long get the hint that shorter ones may resolve more (``shorter_rounds``).
+LONG_ROUND_S = 0.1
+
+
+def _round_seconds(result: BenchResult) -> float:
+    """How long one of the head's rounds took: its calls' median times the calls in a round."""
+    samples = sorted(result.samples)
+    return samples[len(samples) // 2] * result.iterations if samples else 0.0
+
+
+def shorter_rounds(detectable: float, threshold: float, seconds: float) -> str:
+    """Where rounds are long, that shorter rounds of the same work may resolve what more rounds
+    of this length would take long to: a pair of rounds cancels only what the machine does more
+    slowly than the pair lasts. Measured here (``experiments/compare_ref/granularity.py``, A/A,
+    quiet): the experiment's Keras CNN and transformer steps, 200 steps a side, detected 8.6 %
+    and 20.4 % at the median in rounds of 20 steps (about 200 ms), 3.4 % and 6.1 % in rounds of
+    two, in about the same time (docs/compare-ref.md, "Shorter rounds")."""
+    if not (math.isfinite(detectable) and detectable > threshold > 0) or seconds < LONG_ROUND_S:
+        return ""
+    return (
+        f"shorter rounds of the same work (a step a call, not an epoch): its rounds "
+        f"take {seconds * 1000:.0f} ms, and a pair of rounds cancels only what the machine does "
+        'more slowly than that (docs/compare-ref.md, "Shorter rounds")'
     )
 
 
