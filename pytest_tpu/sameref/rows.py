@@ -406,7 +406,7 @@ def more_rounds(detectable: float, threshold: float, pairs: int, factor: float =
 
 
 # Rounds at least this long get the hint that shorter ones may resolve more (``shorter_rounds``).
-LONG_ROUND_S = 0.1
+LONG_ROUND_S = 0.05
 
 
 def _round_seconds(result: BenchResult) -> float:
