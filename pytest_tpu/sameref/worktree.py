@@ -167,14 +167,14 @@ def _registered(tree: Path) -> bool:
     return pointer.startswith("gitdir: ") and Path(pointer.removeprefix("gitdir: ")).is_dir()
 
 
-def remove_leftovers(scratch: Path | None = None) -> list[Path]:
-    """Remove temporary folders of ours in ``scratch`` (the system's temporary folder) whose owner
-    is gone and that no repository lists: a scratch folder holding only the base session's log, a
+def remove_leftovers() -> list[Path]:
+    """Remove temporary folders of ours in the system's temporary folder whose owner is gone and
+    that no repository lists: a scratch folder holding only the base session's log, a
     borrowed tree's scratch, or a tree whose repository was deleted. A process killed while it
     cleaned up, or a throwaway repository deleted under a killed session, left them where no
     repository's ``git worktree list`` shows them; returns what was removed."""
     removed = []
-    for folder in Path(scratch or tempfile.gettempdir()).glob(f"{PREFIX}*"):
+    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         owner = _owner(folder)
         if owner is None or _alive(owner) or not folder.is_dir() or folder.is_symlink():
             continue
