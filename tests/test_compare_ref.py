@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -1045,12 +1047,14 @@ def dead_pid() -> int:
 
 @UNTIMED
 def test_temporary_folders_no_repository_lists_are_removed_once_their_owner_is_gone(
-    repo, tmp_path, monkeypatch
+    repo, tmp_path, monkeypatch, request
 ):
     # A session killed while it cleaned up, or whose throwaway repository was deleted, leaves
     # folders no `git worktree list` shows: nothing removed them, run after run.
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # Short: the session's socket lives in its scratch folder, and a Unix socket's path is
+    # limited to 107 bytes (pytester's folders under xdist are longer).
+    scratch = Path(tempfile.mkdtemp(prefix="tpu-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     monkeypatch.setenv("TMPDIR", str(scratch))
     gone = dead_pid()
     log_only = scratch / f"pytest-tpu-ref-{gone}-abc"
