@@ -1098,6 +1098,21 @@ def test_temporary_folders_no_repository_lists_are_removed_once_their_owner_is_g
     assert sorted(path.name for path in scratch.iterdir()) == sorted([listed.name, running.name])
 
 
+@UNTIMED
+def test_a_temporary_folder_too_deep_for_a_unix_socket_still_compares(repo, tmp_path, monkeypatch):
+    # A Unix socket's path holds 107 bytes; the turns' socket lived in the scratch folder under
+    # TMPDIR, and a deep one (a CI workspace's) ended the session: INTERNALERROR, AF_UNIX path
+    # too long.
+    deep = tmp_path.joinpath(*["a-rather-long-folder-name"] * 5)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    result = repo.runpytest_subprocess(*FAST, "test_bench.py", "--compare-ref=HEAD")
+    assert "INTERNALERROR" not in str(result.stdout) + str(result.stderr)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["compared with HEAD (same job): *"])
+    assert list(deep.iterdir()) == []  # the worktree and its scratch folder are gone
+
+
 COLLECTED = """
 import os
 import re
