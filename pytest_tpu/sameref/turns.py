@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
+from pytest_tpu.sameref.worktree import PREFIX
+
 ADDRESS_ENV = "PYTEST_TPU_REF_ADDRESS"  # the head's socket, in the base's environment
 KEY_ENV = "PYTEST_TPU_REF_KEY"  # shared secret: only our child may take turns
 TIMEOUT_S = 900.0  # longest the head waits for one answer of the base (a slow first setup)
@@ -76,7 +78,7 @@ def socket_path(folder: str) -> str:
     address = os.path.join(folder, "turns.sock")
     if len(os.fsencode(address)) <= SOCKET_PATH_MAX or not os.path.isdir(SHORT_FOLDER):
         return address
-    short = tempfile.mkdtemp(prefix=f"pytest-tpu-ref-{os.getpid()}-", dir=SHORT_FOLDER)
+    short = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=SHORT_FOLDER)
     atexit.register(shutil.rmtree, short, True)
     return os.path.join(short, "turns.sock")
 
