@@ -21,18 +21,15 @@ change it could detect, against 4-13 % (one 28 %) for its copies measured earlie
 
 from __future__ import annotations
 
-import atexit
 import os
 import secrets
-import shutil
-import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
-from pytest_tpu.sameref.worktree import PREFIX
+from pytest_tpu.sameref.worktree import short_scratch
 
 ADDRESS_ENV = "PYTEST_TPU_REF_ADDRESS"  # the head's socket, in the base's environment
 KEY_ENV = "PYTEST_TPU_REF_KEY"  # shared secret: only our child may take turns
@@ -40,7 +37,6 @@ TIMEOUT_S = 900.0  # longest the head waits for one answer of the base (a slow f
 HEAD, BASE = "head", "base"
 # A Unix socket's path holds at most this many bytes (``sockaddr_un.sun_path`` less its NUL).
 SOCKET_PATH_MAX = 107
-SHORT_FOLDER = "/tmp"  # where a socket goes whose scratch folder is too deep for one
 HEAD_GONE_EXIT = 3  # the base session's exit status when the head session went away
 
 
@@ -71,16 +67,14 @@ def open_listener(folder: str) -> tuple[Listener, dict[str, str]]:
 
 def socket_path(folder: str) -> str:
     """The socket's path in ``folder`` where it fits a Unix socket's limit; else in a short folder
-    of its own, removed at exit (named as the worktree's scratch folders are, so that one left by
-    a killed session is removed with them: ``worktree.remove_leftovers``). A deep ``TMPDIR`` (a CI
-    workspace's, pytester's under xdist) otherwise ended the session with an INTERNALERROR,
-    ``OSError: AF_UNIX path too long``."""
+    of its own (``worktree.short_scratch``: removed at exit, or by the next session after a
+    SIGKILL). A deep ``TMPDIR`` (a CI workspace's, pytester's under xdist) otherwise ended the
+    session with an INTERNALERROR, ``OSError: AF_UNIX path too long``."""
     address = os.path.join(folder, "turns.sock")
-    if len(os.fsencode(address)) <= SOCKET_PATH_MAX or not os.path.isdir(SHORT_FOLDER):
+    if len(os.fsencode(address)) <= SOCKET_PATH_MAX:
         return address
-    short = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=SHORT_FOLDER)
-    atexit.register(shutil.rmtree, short, True)
-    return os.path.join(short, "turns.sock")
+    short = short_scratch()
+    return address if short is None else str(short / "turns.sock")
 
 
 class Leader:

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PREFIX = "pytest-tpu-ref-"
+# Where a folder goes whose path must be short (a Unix socket's: ``turns.socket_path``), when the
+# system's temporary folder is too deep; ``remove_leftovers`` looks there too.
+SHORT_FOLDER = "/tmp"
 GIT_TIMEOUT = 120.0
 # A tree a new pair of processes borrows for its base side instead of checking REF out: the
 # head's own, in a pair with the roles swapped (``swap.Swap``).
@@ -131,6 +134,16 @@ class Borrowed:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def short_scratch() -> Path | None:
+    """A folder of ours in ``SHORT_FOLDER``, removed at exit (and, after a SIGKILL, by the next
+    session's ``remove_leftovers``); None where there is no such folder."""
+    if not os.path.isdir(SHORT_FOLDER):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=SHORT_FOLDER))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 def borrow(path: Path) -> Borrowed:
     """The tree at ``path`` for the base side, with a scratch folder removed at exit at the
     latest."""
@@ -174,7 +187,8 @@ def remove_leftovers() -> list[Path]:
     cleaned up, or a throwaway repository deleted under a killed session, left them where no
     repository's ``git worktree list`` shows them; returns what was removed."""
     removed = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+    places = dict.fromkeys([Path(tempfile.gettempdir()), Path(SHORT_FOLDER)])
+    for folder in (found for place in places for found in place.glob(f"{PREFIX}*")):
         owner = _owner(folder)
         if owner is None or _alive(owner) or not folder.is_dir() or folder.is_symlink():
             continue
