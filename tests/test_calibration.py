@@ -106,6 +106,7 @@ def test_only_tensorflow_work_gets_tensorflows_kernel(pytester):
     }
 
 
+@pytest.mark.untimed
 def test_a_kernel_the_saved_runs_used_is_kept(pytester):
     """Baselines saved when a numpy sort got TensorFlow's kernel stay comparable: their ratios
     are to that kernel."""
@@ -124,6 +125,7 @@ def test_a_kernel_the_saved_runs_used_is_kept(pytester):
     assert saved(pytester)["test_sort"]["kernel_kind"] == TF_KIND
 
 
+@pytest.mark.untimed
 def test_without_proc_a_tensorflow_process_chooses_by_size_as_before(pytester):
     """Where TensorFlow's threads cannot be seen (not Linux), a call that made no tensor may
     still be a tf.function that returns nothing: a round of milliseconds keeps TensorFlow's

@@ -219,6 +219,7 @@ def test_work(benchmark, accelerator):
 """
 
 
+@pytest.mark.untimed
 def test_xdist_workers_results_end_up_in_one_baseline(pytester):
     pytester.makepyfile(test_bench=DEVICE_BENCH, test_more=DEVICE_BENCH)
     args = (*FAST, "-n", "2", "--accelerator=cpu", "--save-baseline=main")
@@ -307,6 +308,7 @@ def test_unwritable_baseline_dir_stops_before_any_benchmark(pytester):
     assert not (pytester.path / "ran").exists()
 
 
+@pytest.mark.untimed
 def test_failed_benchmarks_are_left_out_and_named(pytester):
     bench(pytester)
     pytester.makepyfile(
@@ -416,6 +418,7 @@ def test_tiny(accelerator, benchmark):
 """
 
 
+@pytest.mark.untimed
 def test_regression_is_profiled_with_profile_regressions(pytester):
     pytester.makepyfile(test_tiny=TINY_TF)
     # A forced regression without a second TensorFlow session: a baseline whose rounds took a
@@ -464,6 +467,7 @@ def test_slow(benchmark):
 """
 
 
+@pytest.mark.untimed
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupted_session_saves_no_baseline(pytester, sig):
     pytester.makepyfile(test_slow=SLOW)

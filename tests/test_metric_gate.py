@@ -57,6 +57,7 @@ def test_thresholds_per_metric_parse_and_bad_ones_name_the_valid_metrics():
         parse_thresholds("flops:5%")
 
 
+@pytest.mark.untimed
 def test_a_planted_memory_regression_fails_its_gate_and_unchanged_code_passes(pytester):
     pytester.makepyfile(test_mem=MEMORY.format(mib=16))
     for _ in range(2):
@@ -77,6 +78,7 @@ def test_a_planted_memory_regression_fails_its_gate_and_unchanged_code_passes(py
     assert "? sure" not in result.stdout.str()
 
 
+@pytest.mark.untimed
 def test_memory_rows_say_smaller_and_a_time_gate_says_it_did_not_judge_them(pytester):
     pytester.makepyfile(test_mem=MEMORY.format(mib=16))
     run(pytester, "--save-baseline=main").assert_outcomes(passed=1)
@@ -125,6 +127,7 @@ def test_a_planted_compile_regression_fails_its_gate_and_unchanged_code_passes(
     result.stdout.fnmatch_lines(["REGRESSION test_tf.py::test_trace[[]cpu[]]: compile +*%*"])
 
 
+@pytest.mark.untimed
 def test_a_marker_sets_one_benchmark_s_threshold(pytester):
     marked = "import pytest\n\npytestmark = pytest.mark.regression_threshold(memory='50%')\n"
     pytester.makepyfile(test_mem=marked + MEMORY.format(mib=16))
