@@ -322,11 +322,15 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
     # of freedom) the change is not shown above zero, so two more pairs measure it (+32 %,
     # +10.4 %): on five pairs' spread it is, and the regression is confirmed. (One pair's +10.4 %
     # used to confirm it on its rounds alone; three pairs left this real +20 % inconclusive.)
-    assert len(counter.read_text()) == 5  # five head processes: five pairs
+    # Under load a pair can read its +10.4 % wide (a CI run: +8.8 % [+0.5, +17.8]); five pairs
+    # then leave it open, leaning slower, and two more confirm it: seven head processes.
+    pairs = len(counter.read_text())
+    assert pairs in (5, 7, 9)
+    more = "" if pairs == 5 else "; 1 that five left open, leaning slower, measured by up to 4 more"
     result.stdout.fnmatch_lines(
         [
             "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third "
-            "pair; 1 that three pairs left open measured by 2 more "
+            f"pair; 1 that three pairs left open measured by 2 more{more} "
             "(regressions: 1 confirmed, 0 withdrawn) [[]* s]",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6",
         ],
@@ -335,8 +339,9 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
     assert result.ret == REGRESSION_EXIT_CODE
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["verdict"] == "slower" and row["regression"] is True
-    assert row["noise_source"].startswith("5 pairs of processes in this job, paired rounds")
-    assert "the spread between pairs counted (first +3" in row["note"]
+    assert row["noise_source"].startswith(f"{pairs} pairs of processes in this job, paired rounds")
+    # The first pair's +32 % (that CI run: +29.3 %).
+    assert re.search(r"the spread between pairs counted \(first \+[23]\d", row["note"]), row
     assert 0 < row["ci_low"] < 20 < row["ci_high"]
     assert len(worktrees(repo)) == 1
 
