@@ -495,16 +495,25 @@ def test_a_slowdown_one_pair_measured_under_the_threshold_is_decided_by_more_pai
     # first pair's offset alone (unchanged code) does not, after five pairs.
     # (A burst of load in the first pair can widen its interval past the threshold: then it is
     # a regression to confirm, and the pairs decide the same way.)
-    result.stdout.fnmatch_lines(
-        ["re-measured 1 * in a new pair of processes; 1 measured by a third pair*"]
-    )
     assert result.ret == code
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["regression"] is (code != 0)
+    if "measured 1 inconclusive benchmark(s) again with up to" in result.stdout.str():
+        # A burst of load can leave the first pair too coarse to catch the threshold at all (a
+        # CI run: +7.4 % [+1.2, +13.9]): a new pair with more rounds measures it instead
+        # (``resolve``), and decides as a first pair does, confirming a regression by new pairs.
+        assert re.search(r"the session's first pair read \+[5-9]\.", row["note"]), row
+        assert row["verdict"] != "slower" or code
+        return
+    result.stdout.fnmatch_lines(
+        ["re-measured 1 * in a new pair of processes; 1 measured by a third pair*"]
+    )
     # Unchanged code: five pairs' spread rules the threshold out, around none of it.
     assert row["verdict"] == ("slower" if code else "unchanged")
     assert "pairs of processes in this job, paired rounds" in row["noise_source"]
-    assert "the spread between pairs counted" in row["note"] and "first +7." in row["note"]
+    # Its designed +7.5 % (a busy run: +6.8 %).
+    assert "the spread between pairs counted" in row["note"], row
+    assert re.search(r"first \+[5-9]\.", row["note"]), row
     if not code:
         assert len(counter.read_text()) == 5  # three pairs left it open: five decided
         assert row["ci_low"] < 0 < row["ci_high"] < 10
