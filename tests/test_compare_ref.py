@@ -429,14 +429,26 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
     # the other rows the first pair alone called unchanged; each is measured by a new pair of
     # its own, whose reading decides (trial 30: a Python function's offset held every other row
     # of unchanged code inconclusive, "detects 45 %").
+    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    found = {row["name"].split("::")[1]: row for row in rows}
+    assert found["test_far"]["regression"] is False, found["test_far"]
+    if "the first pair's processes read" not in result.stdout.str():
+        # A burst of load can leave test_far's first pair too coarse to show an offset (a CI
+        # run: +19.2 % [+4.9, +35.6]; a quieter one +19.3 % [+15.8, +23.0]): an offset counts
+        # only from rounds that resolve a quarter of the threshold (``offsets.RESOLVES``), here
+        # an interval under about 9 points. Then nothing shows the first pair's offset, and the
+        # rows it called unchanged stay so.
+        first = re.search(
+            r"first \+[\d.]+% \[([+-][\d.]+)%, ([+-][\d.]+)%\]", found["test_far"]["note"]
+        )
+        assert first and float(first[2]) - float(first[1]) > 8, found["test_far"]
+        return
     result.stdout.fnmatch_lines(
         ["re-measured 1 regression(s) in a new pair of processes*(regressions: 0 confirmed, "
          "1 withdrawn); the first pair's processes read *% off by the rows measured again: "
          "2 row(s) it alone called unchanged measured by a new pair of their own: "
          "* unchanged there too, * inconclusive [[]* s]"]
     )  # fmt: skip
-    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
-    found = {row["name"].split("::")[1]: row for row in rows}
     steady, hidden = found["test_steady"], found["test_hidden"]
     # Its own pair holds test_steady unchanged; under a burst of load that pair can be
     # inconclusive too (a CI run: "0 unchanged there too, 2 inconclusive"), and then the gate
