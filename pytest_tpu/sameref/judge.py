@@ -105,15 +105,6 @@ def sure_slower(again: Mapping[str, Any], threshold: float) -> bool:
     return low > 0 and change >= threshold * 50  # half the threshold, in percent
 
 
-def on_spread_after(row: Row, last: Mapping[str, Any] | None, threshold: float) -> bool:
-    """Whether ``by_new_pair`` judges ``row`` on the spread between its pairs after the pair
-    ``last`` (the one measuring once more): that pair neither confirms the regression nor is sure
-    of a slowdown, and lies further from the first than both pairs' rounds allow."""
-    if last is None or interval_text(last) is None or confirms(last, threshold):
-        return False
-    return not sure_slower(last, threshold) and pairs.disagree(row, last)
-
-
 def settles_unchanged(again: Mapping[str, Any], threshold: float) -> bool:
     """Whether a new pair's report row says ``unchanged`` as one pair may (``rows.one_pair``), on
     its numbers as head against base. A pair with the roles swapped judged its change the other
