@@ -78,8 +78,9 @@ def by_new_pair(
     # Both pairs sure of a slowdown of at least half the threshold, the new one that it is below
     # the threshold: slower, no more. (Not the new pair's verdict: one pair alone says no more
     # than ``inconclusive`` there, ``rows.one_pair``; two pairs are what it lacks.)
+    low, change = numbers(again, "ci_low", "change_pct") or [0.0, 0.0]  # interval_text found them
     why = f"not confirmed by a new pair of processes: {text}"
-    if sure_slower(again, threshold):
+    if low > 0 and change >= threshold * 50:  # half the threshold, in percent
         return withdrawn(row, why, "slower", again)
     # Every pair counts: the first and the last alone leave one degree of freedom, and an
     # interval 12.7 standard errors wide each way (trial 21: -0.1 % [-3.1, +2.9] by the last
@@ -96,13 +97,6 @@ def by_new_pair(
     # settled it).
     still = "unchanged" if settles_unchanged(again, threshold) else "inconclusive"
     return withdrawn(row, why, still, again)
-
-
-def sure_slower(again: Mapping[str, Any], threshold: float) -> bool:
-    """Whether a new pair's report row is sure of a slowdown of at least half the threshold:
-    its 95 % interval above zero (what ``slower`` asks of a withdrawn regression)."""
-    low, change = numbers(again, "ci_low", "change_pct") or [0.0, 0.0]
-    return low > 0 and change >= threshold * 50  # half the threshold, in percent
 
 
 def settles_unchanged(again: Mapping[str, Any], threshold: float) -> bool:
