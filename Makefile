@@ -52,7 +52,8 @@ compiled: install
 # A timed test that fails is run once more (pytest-rerunfailures): what a neighbour's burst does
 # to one session is a path the gate may take, and each of sessions 51-54's CI runs failed on one
 # or two such paths out of 116 tests; failing twice running is a failure. The log shows every
-# rerun ("R" and "N rerun"): look at them, they are the paths a test does not yet foresee.
+# rerun ("R", "N rerun") and what failed it, under "why tests were run again" (tests/conftest.py):
+# read them, they are the paths a test does not yet foresee.
 unit: install compiled
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not timed" -n 2 --durations=10
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m timed --reruns 1 --durations=10

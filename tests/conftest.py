@@ -31,6 +31,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("timed")
 
 
+# Why each timed test that ``make unit`` ran once more failed the first time: pytest-rerunfailures
+# reports that attempt as "rerun" and shows nothing of it, and it is the path under load a test
+# does not yet foresee (node id, the assertion's lines).
+_RERUNS: list[tuple[str, list[str]]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.outcome == "rerun":  # type: ignore[comparison-overlap]  # the plugin's own outcome
+        # The assertion, not the dozens of output lines a failed fnmatch_lines lists after it.
+        lines = report.longreprtext.splitlines()
+        why = [line for line in lines if line.startswith("E ") and "    and: " not in line]
+        _RERUNS.append((report.nodeid, why[:12]))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _RERUNS:
+        return
+    terminalreporter.section("why tests were run again")
+    for nodeid, why in _RERUNS:
+        terminalreporter.line(nodeid)
+        for line in why:
+            terminalreporter.line(f"  {line}")
+
+
 @pytest.fixture(autouse=True)
 def _sessions_are_not_xdist_workers(monkeypatch):
     """The sessions a test starts are its own, not workers of the xdist run that may be running
