@@ -51,9 +51,9 @@ compiled: install
 # Tests that judge real timings run alone; the others first, on both cores (tests/conftest.py).
 # A timed test that fails is run once more (pytest-rerunfailures): what a neighbour's burst does
 # to one session is a path the gate may take, and clean-clone CI runs of sessions 51-54 failed
-# again and again on one or two such paths out of 116 tests; failing twice running is a failure. The log shows every
-# rerun ("R", "N rerun") and what failed it, under "why tests were run again" (tests/conftest.py):
-# read them, they are the paths a test does not yet foresee.
+# again and again on one or two such paths out of 116 tests; failing twice running is a failure.
+# The log shows every rerun ("R", "N rerun") and what failed it, under "why tests were run
+# again" (tests/conftest.py): read them, they are the paths a test does not yet foresee.
 unit: install compiled
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not timed" -n 2 --durations=10
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m timed --reruns 1 --durations=10

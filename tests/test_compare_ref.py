@@ -242,7 +242,6 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
     # An improvement the new pair agrees with is measured by a third pair, as a regression is; so
     # is one the new pair reads far from it (-33 % against none): two pairs' spread alone has one
     # degree of freedom (trial 31: +1.9 % [-52.5, +118.3]).
-    stood = "1 confirmed, 0 withdrawn" if verdict == "faster" else "0 confirmed, 1 withdrawn"
     comparison = json.loads((repo.path / "out.json").read_text())["comparison"]
     sha = git(repo.path, "rev-parse", "HEAD")[:12]
     assert comparison["head"] == f"{sha} with uncommitted changes"
@@ -257,6 +256,7 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
         result.stdout.fnmatch_lines(["measured 1 inconclusive benchmark(s) again with up to 4x *"])
         assert f"; {spread}: the first with 4x the rounds -3" in row["note"], row["note"]
     else:
+        stood = "1 confirmed, 0 withdrawn" if verdict == "faster" else "0 confirmed, 1 withdrawn"
         # The line ends on what the new pairs cost the session, in seconds.
         result.stdout.fnmatch_lines(
             [
