@@ -129,18 +129,25 @@ parse_workers = parse_int_up_to(
 
 
 def parse_percent(value: str) -> float:
-    """``5%``, ``5`` or ``2.5%``: a percentage between 0 (exclusive) and 100."""
-    text = value.strip().removesuffix("%")
+    """``5%``, ``5`` or ``0.5%``: a percentage above 0 and below 100. A bare number under 1 is
+    refused: it reads as a fraction as readily as a percentage (trial 39: ``0.05`` gated at
+    0.05 %, a hundred times stricter than the 5 % meant), and the ``%`` says which."""
+    text = value.strip()
     try:
-        number = float(text)
+        number = float(text.removesuffix("%"))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is not a percentage; expected a number between 0 and 100, such as 5%"
+            # "between 0 and 100" read as if 0 were allowed (trial 29: "--fail-on-regression=0").
+            f"{value!r} is not a percentage; expected a number above 0 and below 100, such as 5%"
         ) from None
     if not 0 < number < 100:
         raise argparse.ArgumentTypeError(
-            # "between 0 and 100" read as if 0 were allowed (trial 29: "--fail-on-regression=0").
             f"{value!r} is out of range; expected a percentage above 0 and below 100, such as 5%"
+        )
+    if number < 1 and not text.endswith("%"):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is ambiguous: a fraction ({number:g} = {number * 100:g}%) or a percentage "
+            f"({number:g}%)? Write it with %, such as {number * 100:g}% or {number:g}%"
         )
     return number
 
@@ -160,6 +167,8 @@ def parse_thresholds(value: str) -> dict[str, float]:
         try:
             thresholds[metric] = parse_percent(pct)
         except argparse.ArgumentTypeError as exc:
+            if "not a percentage" not in str(exc):  # a number: no other form was meant
+                raise
             # Say the other form too: a user who wrote "abc" may have meant one per metric.
             raise argparse.ArgumentTypeError(
                 f"{exc}; or one per metric, such as time:5%,memory:10% "

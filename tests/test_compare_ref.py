@@ -439,7 +439,7 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
     rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     found = {row["name"].split("::")[1]: row for row in rows}
     assert found["test_far"]["regression"] is False, found["test_far"]
-    if "the first pair's processes read" not in result.stdout.str():
+    if "the first pair's two processes were" not in result.stdout.str():
         # A burst of load can leave test_far's first pair too coarse to show an offset (a CI
         # run: +19.2 % [+4.9, +35.6]; a quieter one +19.3 % [+15.8, +23.0]): an offset counts
         # only from rounds that resolve a quarter of the threshold (``offsets.RESOLVES``), here
@@ -452,15 +452,15 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
         return
     result.stdout.fnmatch_lines(
         ["re-measured 1 regression(s) in a new pair of processes*(regressions: 0 confirmed, "
-         "1 withdrawn); the first pair's processes read *% off by the rows measured again: "
-         "2 row(s) it alone called unchanged measured by a new pair of their own: "
-         "* unchanged there too, * inconclusive [[]* s]"]
+         "1 withdrawn); in the rows measured again, the first pair's two processes were *% "
+         "apart: the 2 row(s) that pair alone called unchanged were measured by a new pair of "
+         "their own: * stayed unchanged, * became inconclusive [[]* s]"]
     )  # fmt: skip
     steady, hidden = found["test_steady"], found["test_hidden"]
     # Its own pair holds test_steady unchanged; under a burst of load that pair can be
-    # inconclusive too (a CI run: "0 unchanged there too, 2 inconclusive"), and then the gate
+    # inconclusive too (a CI run: "0 stayed unchanged, 2 became inconclusive"), and then the gate
     # measures it with more rounds, which must end it unchanged all the same.
-    held = "1 unchanged there too, 1 inconclusive" in result.stdout.str()
+    held = "1 stayed unchanged, 1 became inconclusive" in result.stdout.str()
     # The hidden slowdown is +10 % at a 10 % threshold: its pairs read it about +9.8 %, and their
     # interval reaches the threshold or stops just short of it; both are right (a CI run read
     # +9.8 % [+9.5, +10.0]: a regression, confirmed).
@@ -1133,6 +1133,39 @@ def test_temporary_folders_no_repository_lists_are_removed_once_their_owner_is_g
     assert not log_only.exists() and not borrowed.exists() and not orphan_tree.parent.exists()
     assert (listed / "tree").is_dir() and running.is_dir()
     assert sorted(path.name for path in scratch.iterdir()) == sorted([listed.name, running.name])
+
+
+# A nested session (a new pair's head) that a signal stops in the middle of its own clean-up: it
+# has made its temporary folder and ends on SIGTERM without removing it.
+CUT_SHORT = """
+import os, signal, sys, tempfile, time
+folder = tempfile.mkdtemp(prefix=f"pytest-tpu-ref-{os.getpid()}-")
+open(os.path.join(folder, "base-session.log"), "w").close()
+signal.signal(signal.SIGTERM, lambda *_: os._exit(1))
+print(folder, flush=True)
+time.sleep(120)
+"""
+
+
+@UNTIMED
+def test_a_nested_session_stopped_while_it_cleans_up_leaves_no_folder(repo, request, monkeypatch):
+    # Trial 39: a Ctrl-C reached a new pair's session too; the SIGTERM that follows the grace
+    # came while it was cleaning up, and its folder stayed in /tmp until the next session.
+    from pytest_tpu.sameref import nested
+
+    scratch = Path(tempfile.mkdtemp(prefix="tpu-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    session = subprocess.Popen(
+        [sys.executable, "-c", CUT_SHORT], stdout=subprocess.PIPE, env=dict(os.environ)
+    )
+    assert session.stdout is not None
+    folder = Path(session.stdout.readline().decode().strip())
+    assert folder.parent == scratch and (folder / "base-session.log").exists()
+    nested._stop(session, repo.path)  # SIGTERM after the grace: it ends at once, as it is
+    assert session.returncode == 1 and not folder.exists()
+    assert len(worktrees(repo)) == 1
 
 
 @UNTIMED

@@ -137,19 +137,27 @@ def test_a_marker_sets_one_benchmark_s_threshold(pytester):
     assert result.ret == 0  # +20 % is within this module's own 50 %
 
 
-def test_a_bad_marker_is_a_usage_error_naming_the_test(pytester):
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ('flops="5%"', "*test_x*regression_threshold(flops=...): valid metrics are*"),
+        # A fraction in Python is a float: 0.1 must not become a threshold of 0.1 % (trial 39).
+        ("time=0.1", "*test_x*regression_threshold: '0.1' is ambiguous*such as 10% or 0.1%"),
+    ],
+)
+def test_a_bad_marker_is_a_usage_error_naming_the_test(pytester, marker, message):
     pytester.makepyfile(
-        """
+        f"""
         import pytest
 
-        @pytest.mark.regression_threshold(flops="5%")
+        @pytest.mark.regression_threshold({marker})
         def test_x(benchmark):
             benchmark(sum, [1])
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*test_x*regression_threshold(flops=...): valid metrics are*"])
+    result.stderr.fnmatch_lines([message])
 
 
 def test_memory_is_one_quantity_in_a_history_and_an_allocator_s_step_is_no_change():

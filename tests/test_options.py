@@ -25,6 +25,11 @@ from pytest_tpu import options, parsers
         ),
         (["--fail-on-regression=150%"], "*--fail-on-regression*'150%' is out of range*"),
         (["--fail-on-regression=0"], "*'0' is out of range; expected a percentage above 0 and*"),
+        (
+            # Trial 39: a fraction was taken as a percentage, a gate 100 times stricter.
+            ["--fail-on-regression=0.05"],
+            "*--fail-on-regression*'0.05' is ambiguous*such as 5% or 0.05%",
+        ),
         (["--tpu-speedup-reference=npu"], "*--tpu-speedup-reference*choose one of: cpu, gpu, tpu*"),
         (["--tpu-workers=-2"], "*--tpu-workers*not a whole number of at least 1*"),
         (["--save-baseline=../up"], "*--save-baseline*not a valid baseline name*"),
@@ -116,9 +121,9 @@ def test_unsafe_baseline_names_are_refused(name):
         parsers.parse_baseline_name(name)
 
 
-@pytest.mark.parametrize("text", ["5%", "5", " 2.5% "])
+@pytest.mark.parametrize("text", ["5%", "5", " 2.5% ", "0.5%"])
 def test_percentages(text):
-    assert parsers.parse_percent(text) in (5.0, 2.5)
+    assert parsers.parse_percent(text) in (5.0, 2.5, 0.5)
 
 
 def test_a_path_after_a_bare_baseline_option_is_not_taken_silently(pytester: pytest.Pytester):

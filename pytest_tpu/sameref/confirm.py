@@ -343,9 +343,12 @@ def _offset_allowed(
     held = [new.nodeid for new, old in zip(out, judged, strict=True) if new.verdict != old.verdict]
     if offset is None or not held:
         return out, ""
+    # Trial 39 could not parse "the first pair's processes read 5.7% off by the rows measured
+    # again: 1 row(s) it alone called unchanged measured by a new pair of their own".
     note = (
-        f"; the first pair's processes read {math.expm1(offset.rms):.1%} off by the rows "
-        f"measured again: {len(held)} row(s) it alone called unchanged"
+        f"; in the rows measured again, the first pair's two processes were "
+        f"{math.expm1(offset.rms):.1%} apart: the {len(held)} row(s) that pair alone called "
+        "unchanged"
     )
     return _by_own_pairs(judged, out, held, thresholds, at, note)
 
@@ -378,8 +381,8 @@ def _by_own_pairs(
     ]
     kept = sum(row.verdict == "unchanged" for row in out if row.nodeid in held)
     return out, (
-        f"{note} measured by a new pair of their own: {kept} unchanged there too, "
-        f"{len(held) - kept} inconclusive"
+        f"{note} were measured by a new pair of their own: {kept} stayed unchanged, "
+        f"{len(held) - kept} became inconclusive"
     )
 
 

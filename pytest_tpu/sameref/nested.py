@@ -111,17 +111,20 @@ def _run(args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, s
 
 
 def _stop(process: subprocess.Popen[bytes], cwd: Path) -> None:
-    """End a nested session: a moment for a Ctrl-C it got too, then SIGTERM, then SIGKILL."""
+    """End a nested session: a moment for a Ctrl-C it got too, then SIGTERM, then SIGKILL; then
+    remove what it left."""
     for wait, stop in ((GRACE_S, process.terminate), (STOP_S, process.kill)):
         try:
             process.wait(timeout=wait)
-            return
+            break
         except subprocess.TimeoutExpired:
             stop()
         except KeyboardInterrupt:  # a second Ctrl-C: stop waiting politely
             stop()
     process.wait()
-    # Killed outright, it could not remove its worktree: remove it now that its owner is gone.
+    # Killed outright, it could not remove its worktree; and a SIGTERM that came while it was
+    # cleaning up after the Ctrl-C cut that short (trial 39: its temporary folder stayed until
+    # the next session). Its owner gone, what is left of it goes now.
     with contextlib.suppress(worktree.RefError):
         worktree.remove_stale(worktree.repository_root(cwd))
     worktree.remove_leftovers()
