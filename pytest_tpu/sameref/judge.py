@@ -221,7 +221,8 @@ def by_pairs(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: flo
     text = pairs_text(row, later)  # each pair has an interval: pairs.across found them
     # A row one pair measured under the threshold (``rows.doubtful``) was no regression yet.
     was = row.regression
-    if found.low > 0 and found.high >= threshold:  # the rule of by_new_pair, on the pairs' spread
+    # The rule of by_new_pair on the pairs' spread, sure at 99.5 % (``pairs.sure_slower``).
+    if pairs.sure_slower(found) and found.high >= threshold:
         how = "confirmed by" if was else "a regression by"
         why = f"{how} new pairs of processes, the spread between pairs counted ({text})"
         measured = measured_across(row, found)
