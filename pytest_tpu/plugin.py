@@ -41,7 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """A ``--compare-ref`` session starts again on a fixed hash seed and a BLAS spin limit
     (``sameref.seed``) before any conftest is imported; other sessions, ``--help`` and
-    collection only go on as they are."""
+    collection only go on as they are. A process such a session started in another tree
+    imports the project's code from that tree (``sameref.imports``)."""
+    from pytest_tpu.sameref import imports  # the standard library only
+
+    if os.environ.get(imports.HOME_ENV):
+        imports.follow_own_tree()
     known = early_config.known_args_namespace
     if not (getattr(known, "compare_ref", None) or early_config.getini("compare_ref")):
         return

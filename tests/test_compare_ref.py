@@ -59,7 +59,8 @@ def repo(pytester):
 
 
 def commit(pytester, message, **files):
-    pytester.makepyfile(**files)
+    if files:
+        pytester.makepyfile(**files)
     git(pytester.path, "add", "-A")
     git(pytester.path, "commit", "-qm", message)
 
@@ -764,6 +765,69 @@ def test_new_missing_and_base_failures_are_rows(repo):
             "test_flaky: failed on the base side*",
         ],
         consecutive=False,
+    )
+
+
+LIBRARY = """
+N = {n}
+
+def work():
+    total = 0
+    for i in range(N):
+        total += i % 7
+    return total
+"""
+USES_LIBRARY = """
+import mylib
+
+def test_fn(benchmark):
+    benchmark(mylib.work)
+
+def test_helper(benchmark):
+    import helper
+
+    benchmark(helper.work)
+"""
+
+
+def commit_a_src_layout(pytester, monkeypatch, n):
+    """A project whose code lies in ``src/``, imported from this checkout whatever the folder
+    (as ``pip install -e .`` or an absolute ``PYTHONPATH`` does); its base commit made."""
+    (pytester.path / "src").mkdir()
+    (pytester.path / "src" / "mylib.py").write_text(LIBRARY.format(n=n))
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path / "src"))
+    commit(pytester, "the library in src/", test_bench=USES_LIBRARY)
+
+
+def test_the_base_side_imports_the_project_from_its_own_tree(repo, monkeypatch):
+    # Seen before: the base's tests imported the head's src/ (on sys.path by its absolute
+    # path), a library made 30 % slower read "unchanged -0.2%", and the gate passed.
+    commit_a_src_layout(repo, monkeypatch, n=3000)
+    (repo.path / "src" / "mylib.py").write_text(LIBRARY.format(n=9000))
+    (repo.path / "src" / "helper.py").write_text(LIBRARY.format(n=3000))
+    commit(repo, "three times the work, and a helper")
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=25", "-k", "test_fn")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(
+        [
+            "the base side imported mylib from HEAD~1's worktree: this environment loads them "
+            "from this checkout (an editable install or an absolute PYTHONPATH)*",
+            "test_fn * +* SLOWER",
+        ],
+        consecutive=False,
+    )
+
+
+@UNTIMED
+def test_a_module_only_the_head_has_is_missing_on_the_base_side(repo, monkeypatch):
+    commit_a_src_layout(repo, monkeypatch, n=3000)
+    (repo.path / "src" / "helper.py").write_text(LIBRARY.format(n=3000))
+    commit(repo, "a helper")
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1", "-k", "test_helper")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["test_helper: failed on the base side (*No module named 'helper'*); the head result *"]
     )
 
 

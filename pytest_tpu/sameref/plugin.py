@@ -35,7 +35,16 @@ from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.gate.model import against_key, against_notes_key, head_key
 from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
 from pytest_tpu.results import REPORT_ATTR, results_key
-from pytest_tpu.sameref import collector, confirm, nested, resolve, seed, spin, worktree
+from pytest_tpu.sameref import (
+    collector,
+    confirm,
+    imports,
+    nested,
+    resolve,
+    seed,
+    spin,
+    worktree,
+)
 from pytest_tpu.sameref.args import child_args
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note, unchecked
@@ -107,6 +116,8 @@ class HeadPlugin:
         except worktree.RefError as exc:
             raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
         self.root = root
+        # Every process it starts imports the project's code from its own tree (``imports``).
+        os.environ.setdefault(imports.HOME_ENV, str(root))
         # The report names the commit: "origin/main" read a week later says nothing of which.
         config.stash[against_key] = f"{self.ref} ({self.commit[:12]}, same job)"
         self.dirty = worktree.dirty(root)
@@ -362,6 +373,8 @@ class HeadPlugin:
             self._stop_child()
             if self.leader.note:
                 self.lines.append(f"base session: {self.leader.note}")
+            if self.leader.imported:
+                self.lines.append(imports.described(self.leader.imported, self.ref))
             rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold, self.own)
             crash = self._crash()
             if crash:
@@ -547,6 +560,9 @@ class BasePlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        moved = imports.moved()
+        if moved:
+            self.follower.imports(moved)
         self.follower.bye()
 
 

@@ -91,6 +91,7 @@ class Leader:
         self.done: str | None = None  # a test the base finished and waits at, until the head has
         self.gone = False
         self.note = ""
+        self.imported: list[str] = []  # modules the base took from its own tree (``imports``)
 
     # -------------------------------------------------------------- messages from the base
 
@@ -119,6 +120,8 @@ class Leader:
             self.done = message[1]
             if self.done != self.current:  # a test the head is not in: nothing to wait for
                 self._release()
+        elif kind == "imports":
+            self.imported = [str(name) for name in message[1]]
         elif kind == "bye":
             self._drop("")
 
@@ -285,6 +288,10 @@ class Follower:
 
     def result(self, nodeid: str, data: dict[str, Any]) -> None:
         self._talk(("result", nodeid, data))
+
+    def imports(self, names: list[str]) -> None:
+        """The top-level modules this side loaded from its own tree instead of the checkout."""
+        self._talk(("imports", names))
 
     def bye(self) -> None:
         try:
