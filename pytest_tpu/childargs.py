@@ -52,3 +52,20 @@ def measuring_args(config: pytest.Config, settings: Settings) -> list[str]:
             args.append(f"{flag}={_option_value(value)}")
     args += [flag for dest, flag in BENCHMARK_FLAGS if config.getoption(dest, False)]
     return args
+
+
+def plugin_args(config: pytest.Config) -> list[str]:
+    """``-p NAME`` options, the command line's and ``addopts``': pytest keeps them all in
+    ``plugins``."""
+    return [arg for name in config.option.plugins or () for arg in ("-p", str(name))]
+
+
+def session_args(config: pytest.Config) -> list[str]:
+    """The rest of this session's command line that a session of the same tests in another
+    tree needs: the plugins named with ``-p`` (a project's fixtures may live in one), the ini
+    overrides and the import mode."""
+    args = plugin_args(config)
+    for override in config.option.override_ini or ():
+        if not str(override).startswith("compare_ref="):  # the child's own role is set apart
+            args += ["-o", str(override)]
+    return [*args, f"--import-mode={config.option.importmode}"]

@@ -831,6 +831,39 @@ def test_a_module_only_the_head_has_is_missing_on_the_base_side(repo, monkeypatc
     )
 
 
+PLUGIN = """
+import pytest
+
+@pytest.fixture
+def work():
+    return lambda: sum(i % 7 for i in range({n}))
+"""
+
+
+@UNTIMED
+def test_a_plugin_of_the_project_named_with_p_runs_on_both_sides_and_is_said(repo, monkeypatch):
+    # Seen before: the base session lacked the -p plugin, and its fixture: "failed on the base
+    # side (fixture 'work' not found)" on every row.
+    commit_a_src_layout(repo, monkeypatch, n=3000)
+    (repo.path / "src" / "benchplugin.py").write_text(PLUGIN.format(n=3000))
+    repo.makepyfile(test_plugin="def test_plugged(benchmark, work):\n    benchmark(work)\n")
+    commit(repo, "a plugin of fixtures")
+    (repo.path / "src" / "benchplugin.py").write_text(PLUGIN.format(n=3001))
+    commit(repo, "its fixture changed")
+    args = ("--compare-ref=HEAD~1", "-p", "benchplugin", "-k", "test_plugged")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == 0
+    assert "failed on the base side" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "the base side ran this checkout's benchplugin, not HEAD~1's: imported before any "
+            "test (a plugin named with -p or by an entry point), so its changes are not measured",
+            "test_plugged *",
+        ],
+        consecutive=False,
+    )
+
+
 @UNTIMED
 def test_a_session_stopped_early_calls_what_it_never_ran_unmeasured_not_missing(repo):
     # Trial 17: with -x and a failing head benchmark, the rest were "missing" (gone from the code).

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.childargs import measuring_args
+from pytest_tpu.childargs import measuring_args, plugin_args
 from pytest_tpu.files import write_text_atomic
 from pytest_tpu.options import Settings
 
@@ -79,12 +79,6 @@ def write(path: Path, measurements: Mapping[str, Any]) -> None:
     write_text_atomic(path, json.dumps(measurements))
 
 
-def _plugins(config: pytest.Config) -> list[str]:
-    """``-p NAME`` options, the command line's and ``addopts``' (which the child drops): pytest
-    keeps them all in ``plugins``."""
-    return [arg for name in config.option.plugins or () for arg in ("-p", str(name))]
-
-
 def _test_args(root: Path, nodeids: Iterable[str]) -> list[str]:
     """Node ids as command-line arguments that work from any folder."""
     args = []
@@ -113,7 +107,8 @@ def command(config: pytest.Config, settings: Settings, nodeids: Sequence[str]) -
     for override in config.option.override_ini or ():
         if not str(override).startswith("addopts="):
             args += ["-o", str(override)]
-    args += [*_plugins(config), f"--import-mode={config.option.importmode}"]
+    # addopts' -p too, which the child drops: pytest keeps them all in ``plugins``.
+    args += [*plugin_args(config), f"--import-mode={config.option.importmode}"]
     args += _test_args(config.rootpath, nodeids) + measuring_args(config, settings)
     return [*args, f"--compare={settings.compare}", f"--tpu-baseline-dir={settings.baseline_dir}"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tpu.childargs import measuring_args
+from pytest_tpu.childargs import measuring_args, session_args
 from pytest_tpu.options import Settings
 
 
@@ -34,4 +34,4 @@ def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path
         args += ["-k", config.option.keyword]
     if config.option.markexpr:
         args += ["-m", config.option.markexpr]
-    return args + measuring_args(config, settings)
+    return args + session_args(config) + measuring_args(config, settings)

@@ -48,26 +48,56 @@ def follow_own_tree(cwd: Path | None = None) -> Redirect | None:
         if isinstance(finder, Redirect):
             return finder
     redirect = Redirect(Path(os.path.realpath(home)), tree)
+    redirect.early = loaded_from_home(redirect)
     sys.meta_path.insert(0, redirect)
     return redirect
 
 
-def moved() -> list[str]:
-    """The top-level modules this process loaded from its own tree instead of the checkout."""
+def loaded_from_home(redirect: Redirect) -> list[str]:
+    """Top-level modules of the checkout this process imported before ``redirect`` could act:
+    a plugin of the project's own, named with ``-p`` or by an entry point, loads first. This
+    plugin is the instrument, the same on both sides by design, and is not counted."""
+    ours = __name__.partition(".")[0]
+    found = []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if "." in name or name == ours or not isinstance(where, str):
+            continue
+        if redirect.twin(where) is not None:
+            found.append(name)
+    return sorted(found)
+
+
+def moved() -> tuple[list[str], list[str]]:
+    """The top-level modules this process loaded from its own tree instead of the checkout,
+    and those it had loaded from the checkout before it could (``loaded_from_home``)."""
     for finder in sys.meta_path:
         if isinstance(finder, Redirect):
-            return sorted(set(finder.moved))
-    return []
+            return sorted(set(finder.moved)), finder.early
+    return [], []
 
 
-def described(names: Sequence[str], ref: str) -> str:
-    """The summary's line on the modules the base side took from its worktree."""
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return (
-        f"the base side imported {shown} from {ref}'s worktree: this environment loads "
-        "them from this checkout (an editable install or an absolute PYTHONPATH), which would "
-        "have measured this tree's code on both sides"
-    )
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def described(moved: Sequence[str], early: Sequence[str], ref: str) -> list[str]:
+    """The summary's lines on the modules the base side took from its worktree, and on those
+    it could only take from this checkout."""
+    lines = []
+    if moved:
+        lines.append(
+            f"the base side imported {_names(moved)} from {ref}'s worktree: this environment "
+            "loads them from this checkout (an editable install or an absolute PYTHONPATH), "
+            "which would have measured this tree's code on both sides"
+        )
+    if early:
+        lines.append(
+            f"the base side ran this checkout's {_names(early)}, not {ref}'s: imported before "
+            "any test (a plugin named with -p or by an entry point), so its changes are not "
+            "measured"
+        )
+    return lines
 
 
 class Redirect:
@@ -77,6 +107,7 @@ class Redirect:
         self.home = home
         self.tree = tree
         self.moved: list[str] = []  # the modules it loaded from ``tree``, by name
+        self.early: list[str] = []  # the checkout's, loaded before it was installed
 
     def twin(self, location: str) -> Path | None:
         """``location``'s place in ``tree``, or None where it is not the repository's."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tpu.childargs import measuring_args
+from pytest_tpu.childargs import measuring_args, session_args
 from pytest_tpu.gate.compare import (
     Row,
     comparison_key,
@@ -373,8 +373,7 @@ class HeadPlugin:
             self._stop_child()
             if self.leader.note:
                 self.lines.append(f"base session: {self.leader.note}")
-            if self.leader.imported:
-                self.lines.append(imports.described(self.leader.imported, self.ref))
+            self.lines += imports.described(*self.leader.imported, self.ref)
             rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold, self.own)
             crash = self._crash()
             if crash:
@@ -432,7 +431,7 @@ class HeadPlugin:
         pct = self.settings.fail_on_regression or 5.0
         # The new pairs compare as this one does: the same measuring options, the same mode.
         mode = f"--tpu-compare-ref-mode={self.settings.compare_ref_mode}"
-        measuring = [*measuring_args(self.config, self.settings), mode]
+        measuring = [*session_args(self.config), *measuring_args(self.config, self.settings), mode]
         root = self.config.rootpath
         most = self.settings.compare_ref_rounds
         swap = None if self.tree is None else swap_for(self.tree.path, self.root, root)
@@ -560,9 +559,9 @@ class BasePlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        moved = imports.moved()
-        if moved:
-            self.follower.imports(moved)
+        moved, early = imports.moved()
+        if moved or early:
+            self.follower.imports(moved, early)
         self.follower.bye()
 
 

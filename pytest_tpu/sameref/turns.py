@@ -91,7 +91,8 @@ class Leader:
         self.done: str | None = None  # a test the base finished and waits at, until the head has
         self.gone = False
         self.note = ""
-        self.imported: list[str] = []  # modules the base took from its own tree (``imports``)
+        # Modules the base took from its own tree, and the checkout's it ran (``imports``).
+        self.imported: tuple[list[str], list[str]] = ([], [])
 
     # -------------------------------------------------------------- messages from the base
 
@@ -121,7 +122,7 @@ class Leader:
             if self.done != self.current:  # a test the head is not in: nothing to wait for
                 self._release()
         elif kind == "imports":
-            self.imported = [str(name) for name in message[1]]
+            self.imported = ([str(n) for n in message[1]], [str(n) for n in message[2]])
         elif kind == "bye":
             self._drop("")
 
@@ -289,9 +290,10 @@ class Follower:
     def result(self, nodeid: str, data: dict[str, Any]) -> None:
         self._talk(("result", nodeid, data))
 
-    def imports(self, names: list[str]) -> None:
-        """The top-level modules this side loaded from its own tree instead of the checkout."""
-        self._talk(("imports", names))
+    def imports(self, moved: list[str], early: list[str]) -> None:
+        """The top-level modules this side loaded from its own tree instead of the checkout,
+        and the checkout's that it ran, loaded before it could move them."""
+        self._talk(("imports", moved, early))
 
     def bye(self) -> None:
         try:
