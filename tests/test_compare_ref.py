@@ -817,6 +817,7 @@ def test_the_base_side_imports_the_project_from_its_own_tree(repo, monkeypatch):
         ],
         consecutive=False,
     )
+    assert "an installed copy" not in result.stdout.str()
 
 
 @UNTIMED
@@ -828,6 +829,24 @@ def test_a_module_only_the_head_has_is_missing_on_the_base_side(repo, monkeypatc
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         ["test_helper: failed on the base side (*No module named 'helper'*); the head result *"]
+    )
+
+
+@UNTIMED
+def test_an_installed_copy_of_the_project_is_said_to_hide_its_changes(repo, monkeypatch):
+    commit_a_src_layout(repo, monkeypatch, n=3000)
+    installed = repo.path.parent / "site-packages"  # as `pip install .` leaves it
+    installed.mkdir()
+    (installed / "mylib.py").write_text(LIBRARY.format(n=3000))
+    monkeypatch.setenv("PYTHONPATH", str(installed))
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "-k", "test_fn")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            f"both sides imported mylib ({installed / 'mylib.py'}): an installed copy, not this "
+            "checkout's code, so a change to it here or in the base is not measured; install "
+            "the project editable (pip install -e .) or put its folder on PYTHONPATH"
+        ]
     )
 
 

@@ -100,6 +100,40 @@ def described(moved: Sequence[str], early: Sequence[str], ref: str) -> list[str]
     return lines
 
 
+def installed_copies(root: Path) -> list[tuple[str, str]]:
+    """Top-level modules this process loaded from outside ``root`` that ``root`` holds too, at
+    its top or in ``src/``: an installed copy (``pip install .``), which both sides load."""
+    ours = __name__.partition(".")[0]
+    home = Path(os.path.realpath(root))
+    found = []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if "." in name or name == ours or name in sys.stdlib_module_names:
+            continue
+        if not isinstance(where, str) or Path(os.path.realpath(where)).is_relative_to(home):
+            continue
+        if any(
+            (home / top / name / "__init__.py").is_file() or (home / top / f"{name}.py").is_file()
+            for top in ("", "src")
+        ):
+            found.append((name, where))
+    return sorted(found)
+
+
+def installed_said(root: Path) -> list[str]:
+    """The summary's line on ``installed_copies``: the comparison cannot see their changes."""
+    copies = installed_copies(root)
+    if not copies:
+        return []
+    shown = ", ".join(f"{name} ({where})" for name, where in copies[:3])
+    more = f" and {len(copies) - 3} more" if len(copies) > 3 else ""
+    return [
+        f"both sides imported {shown}{more}: an installed copy, not this checkout's code, so a "
+        "change to it here or in the base is not measured; install the project editable "
+        "(pip install -e .) or put its folder on PYTHONPATH"
+    ]
+
+
 class Redirect:
     """A meta path finder that moves top-level modules found in ``home`` to ``tree``."""
 

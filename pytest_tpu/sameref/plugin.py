@@ -387,6 +387,7 @@ class HeadPlugin:
                 # A slowdown one pair alone read is no verdict (trial 32: "SLOWER" and "1 slower"
                 # above "the gate was not applied").
                 rows = unchecked(rows)
+        self.lines += imports.installed_said(self.root)
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self._say_reported(comparison_lines(f"{self.ref} (same job)", rows, baseline=False))
