@@ -40,6 +40,9 @@ WORKLOAD_DATA: tuple[str, ...] = ("synthetic", "real")
 DEFAULT_BASELINE = "default"
 DEFAULT_BASELINE_DIR = ".pytest-tpu/baselines"
 DEFAULT_TPU_TIMEOUT = 60.0
+# The checkout a --compare-ref session started from, named to every process it starts: one
+# running in another tree imports the project from that tree (``sameref.imports``).
+REF_HOME_ENV = "PYTEST_TPU_REF_HOME"
 # Exit status of a session whose only problem is a speed regression: distinct from pytest's own
 # codes (1 tests failed, 2 interrupted, 3 internal error, 4 usage error, 5 no tests).
 REGRESSION_EXIT_CODE = 6

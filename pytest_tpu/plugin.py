@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_tpu.options import Settings, add_options, resolve_settings, under_xdist
+from pytest_tpu.options import (
+    REF_HOME_ENV,
+    Settings,
+    add_options,
+    resolve_settings,
+    under_xdist,
+)
 from pytest_tpu.parsers import KINDS
 from pytest_tpu.results import REPORT_ATTR, BenchResult, ResultStore, result_from_item, results_key
 from pytest_tpu.session import DeviceSession, header_shown_key, session_key
@@ -43,10 +49,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     (``sameref.seed``) before any conftest is imported; other sessions, ``--help`` and
     collection only go on as they are. A process such a session started in another tree
     imports the project's code from that tree (``sameref.imports``)."""
-    from pytest_tpu.sameref import imports  # the standard library only
+    if os.environ.get(REF_HOME_ENV):
+        from pytest_tpu.sameref.imports import follow_own_tree
 
-    if os.environ.get(imports.HOME_ENV):
-        imports.follow_own_tree()
+        follow_own_tree()
     known = early_config.known_args_namespace
     if not (getattr(known, "compare_ref", None) or early_config.getini("compare_ref")):
         return

@@ -7,7 +7,7 @@ a worktree of REF, then imported the head's code under the base's tests, and a c
 code could not show (measured: a pure-Python function in ``src/`` made 30 % slower read
 ``unchanged -0.2% [-1.4, +1.0]`` with ``PYTHONPATH=$PWD/src``; the gate passed).
 
-So the session that starts a comparison names its checkout in ``HOME_ENV``, which every process
+So the session that starts a comparison names its checkout in ``REF_HOME_ENV``, which every process
 it starts inherits, and a process whose own tree (the nearest folder above its working folder
 that holds ``.git``) is another one puts ``Redirect`` first on ``sys.meta_path``: a top-level
 module that the other finders would load from the checkout is loaded from the same place in this
@@ -26,7 +26,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
-HOME_ENV = "PYTEST_TPU_REF_HOME"
+from pytest_tpu.options import REF_HOME_ENV
 
 
 def own_tree(start: Path) -> Path | None:
@@ -38,9 +38,9 @@ def own_tree(start: Path) -> Path | None:
 
 
 def follow_own_tree(cwd: Path | None = None) -> Redirect | None:
-    """Install ``Redirect`` where this process runs in another tree than ``HOME_ENV`` names;
+    """Install ``Redirect`` where this process runs in another tree than ``REF_HOME_ENV`` names;
     the installed finder, or None where nothing needs redirecting."""
-    home = os.environ.get(HOME_ENV, "")
+    home = os.environ.get(REF_HOME_ENV, "")
     tree = own_tree((cwd or Path.cwd()).resolve())
     if not home or tree is None or Path(os.path.realpath(home)) == tree:
         return None

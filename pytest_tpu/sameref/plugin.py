@@ -33,7 +33,13 @@ from pytest_tpu.gate.compare import (
 )
 from pytest_tpu.gate.lines import comparison_lines, gate_lines, gate_verdict
 from pytest_tpu.gate.model import against_key, against_notes_key, head_key
-from pytest_tpu.options import REGRESSION_EXIT_CODE, Settings, measuring_off, under_xdist
+from pytest_tpu.options import (
+    REF_HOME_ENV,
+    REGRESSION_EXIT_CODE,
+    Settings,
+    measuring_off,
+    under_xdist,
+)
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import (
     collector,
@@ -117,7 +123,7 @@ class HeadPlugin:
             raise pytest.UsageError(f"--compare-ref={self.ref}: {exc}") from None
         self.root = root
         # Every process it starts imports the project's code from its own tree (``imports``).
-        os.environ.setdefault(imports.HOME_ENV, str(root))
+        os.environ.setdefault(REF_HOME_ENV, str(root))
         # The report names the commit: "origin/main" read a week later says nothing of which.
         config.stash[against_key] = f"{self.ref} ({self.commit[:12]}, same job)"
         self.dirty = worktree.dirty(root)
