@@ -518,6 +518,11 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
     assert "; 2 inconclusive, 1 of which could hide a 30% slowdown (neither shown nor" in line
     # ... and names it, as the table does (trial 31: "see the table", and the table did not say).
     assert line.endswith("(neither shown nor ruled out: test_x)")
+    # Six rows that could hide it: five named, the sixth counted (trial 40: "see the table"
+    # alone, for six rows the table showed as six alike).
+    [line] = gate_lines([row(0.158, 0.02, 0.31, detectable=1.83)] * 6, 10.0, "main")
+    named = ", ".join(["test_x detects 183.0%"] * 5)
+    assert line.endswith(f"({named} and 1 more (see the table))")
     # Every row inconclusive and none could hide it: said, not left out (trial 22).
     [line] = gate_lines([row(0.158, 0.147, 0.168)], 10.0, "main")
     assert line.endswith("; 1 inconclusive, each ruling a slowdown of its threshold out")

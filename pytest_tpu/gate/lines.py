@@ -223,7 +223,7 @@ def _inconclusive_note(
     )
 
 
-# A line that names more rows than this says "see the table" instead.
+# A line names at most this many rows, and how many more the table holds.
 NAMED_AT_MOST = 5
 
 
@@ -233,9 +233,10 @@ def _which(rows: Sequence[Row], threshold: float) -> str:
     ``inconclusive`` rows, and nothing in the table told the two apart), each with the smallest
     slowdown it could have seen: a slowdown the estimate missed (trial 34: +30 % read -7 %) is
     named nowhere else, and this is the size of what could have gone unseen."""
-    if len(rows) > NAMED_AT_MOST:
-        return "see the table"
-    return ", ".join(_named(row, threshold) for row in rows)
+    named = ", ".join(_named(row, threshold) for row in rows[:NAMED_AT_MOST])
+    if len(rows) > NAMED_AT_MOST:  # trial 40: six rows, and the line named none of them
+        return f"{named} and {len(rows) - NAMED_AT_MOST} more (see the table)"
+    return named
 
 
 def _named(row: Row, threshold: float) -> str:

@@ -39,6 +39,7 @@ from pytest_tpu.gate.stats import (
     ONE_PAIR_OFFSET,
     TAIL,
     Change,
+    between_pairs,
     from_log,
     welch_df,
 )
@@ -60,6 +61,43 @@ def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
     source = f"{first.rounds} and {again.rounds} paired rounds in this job, {POOLED}"
     change = from_log(log, 1 / math.sqrt(total), df, source)
     return change, math.sqrt(math.fsum(s * s for s in shares))
+
+
+def apart_together(first: Row, resolved: Row, again: Mapping[str, Any], lead: str) -> Row:
+    """``resolved`` (the row as the new pair with more rounds left it) judged on the spread of
+    both pairs where the two lie further apart than their rounds allow (``pairs.apart``): their
+    processes differ by an offset neither pair's interval shows, so the new pair's reading alone
+    is no verdict. New-user trial 40: an untouched 2 ms TensorFlow call read -5.6 % [-11.8, +1.0]
+    by its first pair and +5.8 % [+0.3, +11.6] with 4 times the rounds, and the gate named it
+    "UNRESOLVED +5.8 % ... 98.0 % sure" slower beside the session's real regressions.
+
+    Both pairs count alike (the first was picked for its coarse rounds, not for what it read):
+    their mean, uncertain by their spread on one degree of freedom, and ``inconclusive``. A
+    regression the new pair's own new pairs confirmed stands: more pairs measured it."""
+    if resolved.confirmed is True:  # (pairs that agree were pooled above: never apart)
+        return resolved
+    if first.confirmed is not None or first.regression:  # not a first pair's own reading
+        return resolved
+    one, new = of_row(first), of_report(again)
+    if one is None or new is None or not one.rounds or not new.rounds or not apart(one, new):
+        return resolved
+    logs = [one.log, new.log]
+    spread = between_pairs(logs, logs, math.hypot(one.se, new.se) / 2)
+    why = (
+        f"{lead}; that pair read {interval_text(again)}, further from the first than both "
+        "pairs' rounds allow: their processes differ by an offset neither pair shows, so the "
+        "two are judged together, on their spread"
+    )
+    base = resolved.base_value
+    current = None if base is None else base * (1 + spread.estimate)
+    return replace(
+        with_change(resolved, spread),
+        verdict="inconclusive",
+        regression=False,
+        confirmed=None,
+        current_value=current,
+        reason=why,
+    )
 
 
 def unchanged_together(found: Change, shrink: float, threshold: float) -> bool:

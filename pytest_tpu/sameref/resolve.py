@@ -171,4 +171,5 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold:
         reason=lead + (f"; {note}" if note else ""),
         **judge.measured_as(row, again),
     )
-    return pooled.resolved_together(row, replaced, again, threshold, lead)
+    together = pooled.resolved_together(row, replaced, again, threshold, lead)
+    return pooled.apart_together(row, together, again, lead)
