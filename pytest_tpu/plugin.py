@@ -127,10 +127,10 @@ def register_summary(config: pytest.Config) -> None:
     when the first device benchmark's result arrives (plain sessions never import it)."""
     if config.pluginmanager.has_plugin(SUMMARY_PLUGIN_NAME):
         return
-    from pytest_tpu.summary import FailedGateLine, SummaryPlugin
+    from pytest_tpu.summary import GateLineLast, SummaryPlugin
 
     config.pluginmanager.register(SummaryPlugin(config), SUMMARY_PLUGIN_NAME)
-    config.pluginmanager.register(FailedGateLine(config), f"{SUMMARY_PLUGIN_NAME}-gate-line")
+    config.pluginmanager.register(GateLineLast(config), f"{SUMMARY_PLUGIN_NAME}-gate-line")
 
 
 def _marker_kinds(metafunc: pytest.Metafunc) -> tuple[str, ...]:

@@ -88,10 +88,11 @@ def _on_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-class FailedGateLine:
-    """A failed gate's verdict line once more, after every table: the gate's own lines come
-    first, then this plugin's and pytest-benchmark's tables, so a failing CI log ended in tables
-    and pytest's "6 passed" (new-user trial 28)."""
+class GateLineLast:
+    """The gate's verdict line once more, after every table: the gate's own lines come first,
+    then this plugin's and pytest-benchmark's tables, so a failing CI log ended in tables and
+    pytest's "6 passed" (new-user trial 28), and a passing or inconclusive one still does
+    without this (trial 40: the verdict 70 lines up, under a 200-column table)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -99,14 +100,18 @@ class FailedGateLine:
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_tpu.gate.compare import gate_lines_key
-        from pytest_tpu.gate.lines import failed_line
+        from pytest_tpu.gate.lines import verdict_line
 
         if _on_worker(self.config):
             return
         said: list[str] = self.config.stash.get(gate_lines_key, [])
-        line = failed_line(said)
-        if line is not None:
-            terminalreporter.write_line(line, red=True, bold=True)
+        found = verdict_line(said)
+        if found is None:
+            return
+        line, word = found
+        colour = {"failed": "red", "inconclusive": "yellow", "passed": "green"}.get(word)
+        markup = {colour: True, "bold": word == "failed"} if colour else {}
+        terminalreporter.write_line(line, **markup)
 
 
 class SummaryPlugin:

@@ -162,6 +162,10 @@ def test_save_then_compare_unchanged(pytester):
         gate["lines"][0],
     ), gate["lines"][0]
     assert gate["lines"][-1].startswith("1 of 1 benchmark(s) cannot resolve their threshold")
+    # The verdict is said again last, above pytest's own line, whatever it is (trial 40: an
+    # INCONCLUSIVE line 70 lines up, under pytest-benchmark's table).
+    shown = [line for line in result.outlines if line.strip()]
+    assert shown[-2] == gate["lines"][0]
 
 
 def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):

@@ -196,9 +196,21 @@ def _also_open(doubtful: Sequence[Row], threshold: float) -> str:
     return f"; {len(doubtful)} more could hide a slowdown ({_which(doubtful, threshold)})"
 
 
-def failed_line(said: Sequence[str]) -> str | None:
-    """The verdict line of a failed gate among the lines ``gate_lines`` said, or None."""
-    return next((line for line in said if _FAILED in line), None)
+def verdict_line(said: Sequence[str]) -> tuple[str, str] | None:
+    """The verdict line among the lines ``gate_lines`` said, and its word (``failed``,
+    ``inconclusive``, ``passed`` or ``nothing checked``), or None."""
+    line = next((line for line in said if line.startswith("regression gate (")), None)
+    if line is None:
+        return None
+    verdict = line.partition("): ")[2]
+    for start, word in (
+        (_FAILED.removeprefix(": "), "failed"),
+        (_INCONCLUSIVE, "inconclusive"),
+        ("passed", "passed"),
+    ):
+        if verdict.startswith(start):
+            return line, word
+    return line, "nothing checked"
 
 
 def _inconclusive_note(
