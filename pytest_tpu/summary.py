@@ -269,9 +269,9 @@ class SummaryPlugin:
             if cross:
                 tr.write_line("")
                 _lines(tr, cross)
-        if tables:  # "±" and "[a, b]" are different things; the tables say which once (trial 15)
-            tr.write_line(report.SPREAD_LEGEND)
         comparison = self._comparison()
+        if tables:  # "±" and "[a, b]" are different things; the tables say which once (trial 15)
+            tr.write_line(report.legend(comparison is not None))
         if comparison is not None:
             self._print_comparison(tr, comparison)
 

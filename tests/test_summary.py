@@ -150,6 +150,8 @@ def test_report_md_writes_markdown_tables(bench):
     legend = "±: the rounds' spread (standard deviation over the mean), not an interval"
     assert text.count(legend) == 1
     assert result.stdout.str().count(legend) == 1
+    # No comparison, no interval: "[a, b]" is not explained where nothing shows one (trial 40).
+    assert "95% intervals" not in text and "95% intervals" not in result.stdout.str()
 
 
 def test_report_json_writes_the_numbers(bench):

@@ -23,11 +23,11 @@ from pytest_tpu.report.layout import fit
 from pytest_tpu.report.model import (
     MAX_WIDTH,
     MEMORY_FIELD,
-    SPREAD_LEGEND,
     Cell,
     ComparisonRow,
     Row,
     WorkloadTable,
+    legend,
     verdict_word,
 )
 from pytest_tpu.report.tables import (
@@ -47,7 +47,6 @@ from pytest_tpu.report.tables import (
 __all__ = [
     "MAX_WIDTH",
     "MEMORY_FIELD",
-    "SPREAD_LEGEND",
     "Cell",
     "ComparisonRow",
     "Row",
@@ -65,6 +64,7 @@ __all__ = [
     "gate_text",
     "kind_sort_key",
     "label_of",
+    "legend",
     "missing_line",
     "row_details",
     "sort_comparison",

@@ -18,10 +18,10 @@ from pytest_tpu.report.comparison import (
 from pytest_tpu.report.layout import tabulate_rows
 from pytest_tpu.report.model import (
     OTHER_METRICS,
-    SPREAD_LEGEND,
     Cell,
     ComparisonRow,
     WorkloadTable,
+    legend,
 )
 from pytest_tpu.report.tables import cross_table, missing_line, speedup_table, table_notes
 from pytest_tpu.roundtimes import RoundTime
@@ -62,7 +62,7 @@ def to_markdown(
         if cross:
             out += ["", f"#### {table.workload} across configurations", "", cross]
         out.append("")
-    out += [SPREAD_LEGEND, ""] if tables else []
+    out += [legend(comparison is not None), ""] if tables else []
     if comparison is not None:
         out += _markdown_comparison(comparison, baseline, head)
         out += ["", *(f"- {note}" for note in notes)] if notes else []

@@ -13,10 +13,16 @@ MAX_WIDTH = 100  # the terminal's width where the caller does not know it (files
 NAME_MIN = 24
 # pytest-benchmark's default timer, as its options name it: tables of it say nothing more.
 WALL_CLOCKS = ("", "perf_counter", "time.perf_counter", "default_timer")
-SPREAD_LEGEND = (
-    "±: the rounds' spread (standard deviation over the mean), not an interval; "
-    "[a, b]: 95% intervals of a change"
-)
+SPREAD_LEGEND = "±: the rounds' spread (standard deviation over the mean), not an interval"
+INTERVAL_LEGEND = "[a, b]: 95% intervals of a change"
+
+
+def legend(compared: bool) -> str:
+    """What "±" means, and "[a, b]" where a comparison shows intervals (trial 40: the second
+    under a plain run's tables, where no interval was shown)."""
+    return f"{SPREAD_LEGEND}; {INTERVAL_LEGEND}" if compared else SPREAD_LEGEND
+
+
 # The device kinds in the order people read them (the same order as options.KINDS, which is not
 # imported here because options imports pytest).
 KIND_ORDER = ("cpu", "gpu", "tpu")
