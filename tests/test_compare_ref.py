@@ -20,7 +20,7 @@ from sources import COLD
 from pytest_tpu.options import REGRESSION_EXIT_CODE
 from pytest_tpu.sameref.pairs import MOST
 
-BENCH = """
+LIBRARY = """
 N = {n}
 
 def work():
@@ -28,13 +28,17 @@ def work():
     for i in range(N):
         total += i % 7
     return total
-
+"""
+BENCH = (
+    LIBRARY
+    + """
 def test_fn(benchmark):
     benchmark(work)
 
 def test_ped(benchmark):
     benchmark.pedantic(work, rounds=40, warmup_rounds=2)
 """
+)
 # Tests that judge no timing (usage errors, rows' statuses, clean-up without signals) run in
 # ``make unit``'s parallel step; the signal tests stay alone, as they look for their processes
 # by file name (tests/conftest.py).
@@ -768,15 +772,6 @@ def test_new_missing_and_base_failures_are_rows(repo):
     )
 
 
-LIBRARY = """
-N = {n}
-
-def work():
-    total = 0
-    for i in range(N):
-        total += i % 7
-    return total
-"""
 USES_LIBRARY = """
 import mylib
 
