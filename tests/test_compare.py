@@ -97,7 +97,7 @@ def test_a_raw_slowdown_no_larger_than_the_machine_s_is_inconclusive():
     machine = found(0.12, 0.08, 0.16, 0.999)
     decision = decide(Measured(found(0.10, 0.07, 0.13, 0.999), "raw", machine), 0.05)
     assert decision.verdict == "inconclusive" and not decision.regression
-    assert "machine itself measured 12.0% slower" in decision.reason
+    assert "rounds ran 12.0% slower than beside its saved" in decision.reason
 
 
 def test_a_raw_improvement_no_larger_than_the_machine_s_is_inconclusive():
@@ -105,7 +105,7 @@ def test_a_raw_improvement_no_larger_than_the_machine_s_is_inconclusive():
     machine = found(-0.15, -0.20, -0.10, 0.001)
     decision = decide(Measured(found(-0.19, -0.30, -0.06, 0.001), "raw", machine), 0.05)
     assert decision.verdict == "inconclusive" and not decision.regression
-    assert "machine itself measured 15.0% faster" in decision.reason
+    assert "rounds ran 15.0% faster than beside its saved" in decision.reason
     # An improvement beyond the machine's own is still one.
     beyond = decide(Measured(found(-0.5, -0.6, -0.4, 0.0001), "raw", machine), 0.05)
     assert beyond.verdict == "faster"

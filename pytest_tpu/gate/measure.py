@@ -119,7 +119,9 @@ def with_drift(
     share = prior if share is None else share
     drift = math.log1p(machine.estimate)
     excess = math.sqrt(max(0.0, drift * drift - typical * typical))
-    why = f"machine drift {machine.estimate:+.1%} allowed for"
+    # The kernel timed beside this row's rounds, not the host: rows of one session read it
+    # apart by tens of percent (trial 40: +37.6 % beside -23 %), so it is named as the row's.
+    why = f"machine drift {machine.estimate:+.1%} (this row's kernel) allowed for"
     if share < prior:
         why += f", {share:.0%} of it (its saved runs follow the kernel no more)"
     if mode == "raw" and drift < 0:

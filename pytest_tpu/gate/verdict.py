@@ -78,8 +78,10 @@ def _drift_explains(measured: Measured, slower: bool) -> str:
         return ""
     way = "slower" if slower else "faster"
     return (
-        f"the machine itself measured {abs(machine.estimate):.1%} {way} than at the baseline "
-        "(calibration kernel); a raw change this size cannot be told from that drift"
+        f"the calibration kernel timed beside this benchmark's rounds ran "
+        f"{abs(machine.estimate):.1%} {way} than beside its saved ones (a reading of the machine "
+        "for this row, as noisy as the kernel's rounds); a raw change this size cannot be told "
+        "from that drift"
     )
 
 
