@@ -7,6 +7,8 @@ side of ``--compare-ref`` and the fresh process that checks a stored-baseline re
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import pytest
@@ -69,3 +71,21 @@ def session_args(config: pytest.Config) -> list[str]:
         if not str(override).startswith("compare_ref="):  # the child's own role is set apart
             args += ["-o", str(override)]
     return [*args, f"--import-mode={config.option.importmode}"]
+
+
+def pytest_command() -> list[str]:
+    """How a session of the same tests in another process starts pytest: as this one was.
+
+    ``python -m pytest`` puts the working folder first on ``sys.path``, the ``pytest`` script its
+    own folder. Started one way while this session was started the other, a child found the
+    project's flat package in its tree where this session loaded an installed copy (trial 41:
+    head and base ran different code, and a copy installed from the base hid a slowdown)."""
+    script = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(script)
+    if (
+        name.startswith(("pytest", "py.test"))
+        and not name.endswith(".py")
+        and os.path.isfile(script)
+    ):
+        return [sys.executable, script]
+    return [sys.executable, "-m", "pytest"]

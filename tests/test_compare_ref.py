@@ -828,6 +828,23 @@ def test_a_module_only_the_head_has_is_missing_on_the_base_side(repo, monkeypatc
 
 
 @UNTIMED
+def test_an_ini_file_named_with_c_is_the_base_side_s_too(repo):
+    # Trial 41: -c ci/bench.ini (python_files = bench_*.py) reached only the head; the base
+    # collected nothing, the row was "new" and the gate said NOTHING CHECKED, exit 0.
+    (repo.path / "ci").mkdir()
+    (repo.path / "ci" / "bench.ini").write_text("[pytest]\npython_files = bench_*.py\n")
+    (repo.path / "bench_work.py").write_text(BENCH.format(n=3000))
+    commit(repo, "benchmarks named bench_*, an ini for them in ci/")
+    args = ("-c", "ci/bench.ini", str(repo.path), "--compare-ref=HEAD", "-k", "test_fn")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["compared with HEAD (same job): 1 *", "test_fn *", "*, 0 new, 0 missing"],
+        consecutive=False,
+    )
+
+
+@UNTIMED
 def test_an_installed_copy_of_the_project_is_said_to_hide_its_changes(repo, monkeypatch):
     commit_a_src_layout(repo, monkeypatch, n=3000)
     installed = repo.path.parent / "site-packages"  # as `pip install .` leaves it

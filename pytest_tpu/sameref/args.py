@@ -3,12 +3,11 @@ same measuring as this session's."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from pytest_tpu.childargs import measuring_args, session_args
+from pytest_tpu.childargs import measuring_args, pytest_command, session_args
 from pytest_tpu.options import Settings
 
 
@@ -26,7 +25,7 @@ def _in_tree(arg: str, root: Path, tree: Path) -> str:
 
 def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path) -> list[str]:
     """The base session's command line: same selection, same measuring options."""
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    args = [*pytest_command(), "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         # Otherwise the base finds its tests itself, from its own testpaths or folder.
         args += [_in_tree(str(arg), root, tree) for arg in config.args]
@@ -34,4 +33,6 @@ def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path
         args += ["-k", config.option.keyword]
     if config.option.markexpr:
         args += ["-m", config.option.markexpr]
+    if config.option.inifilename and config.inipath is not None:  # -c FILE: its twin there
+        args += ["-c", _in_tree(str(config.inipath), root, tree)]
     return args + session_args(config) + measuring_args(config, settings)

@@ -11,15 +11,17 @@ So the session that starts a comparison names its checkout in ``REF_HOME_ENV``, 
 it starts inherits, and a process whose own tree (the nearest folder above its working folder
 that holds ``.git``) is another one puts ``Redirect`` first on ``sys.meta_path``: a top-level
 module that the other finders would load from the checkout is loaded from the same place in this
-process's tree instead, or is missing there, as it is in that revision. Paths in the checkout
-whose first part the tree lacks (a virtual environment or other untracked folder inside it) are
-not the repository's and are left alone; submodules follow their package's ``__path__``.
+process's tree instead, or is missing there, as it is in that revision; so is a submodule that a
+finder maps to the checkout (most follow their package's ``__path__``, in the tree already).
+Paths in the checkout whose first part the tree lacks (a virtual environment or other untracked
+folder inside it) are not the repository's and are left alone.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -101,8 +103,8 @@ def described(moved: Sequence[str], early: Sequence[str], ref: str) -> list[str]
 
 
 def installed_copies(root: Path) -> list[tuple[str, str]]:
-    """Top-level modules this process loaded from outside ``root`` that ``root`` holds too, at
-    its top or in ``src/``: an installed copy (``pip install .``), which both sides load."""
+    """Top-level modules this process loaded from outside ``root`` that ``root`` holds too
+    (``project_names``): an installed copy (``pip install .``), which both sides load."""
     ours = __name__.partition(".")[0]
     home = Path(os.path.realpath(root))
     found = []
@@ -112,12 +114,39 @@ def installed_copies(root: Path) -> list[tuple[str, str]]:
             continue
         if not isinstance(where, str) or Path(os.path.realpath(where)).is_relative_to(home):
             continue
-        if any(
-            (home / top / name / "__init__.py").is_file() or (home / top / f"{name}.py").is_file()
-            for top in ("", "src")
-        ):
-            found.append((name, where))
-    return sorted(found)
+        found.append((name, where))
+    if not found:
+        return []
+    held = project_names(home)
+    return sorted(item for item in found if item[0] in held)
+
+
+_NOT_THE_PROJECT = frozenset({"conftest", "setup", "test", "tests"})
+
+
+def project_names(root: Path) -> set[str]:
+    """The top-level names the repository's files hold: a package anywhere (a folder with
+    ``__init__.py`` under none; trial 41, a monorepo's ``packages/mylib2/src/mylib2``), a module
+    at its top or in ``src/``."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True, timeout=60
+        ).stdout.decode(errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    files = [name for name in listed.split("\0") if name.endswith(".py")]
+    packages = {f.rpartition("/")[0] for f in files if f.rpartition("/")[2] == "__init__.py"}
+    names = {
+        folder.rpartition("/")[2]
+        for folder in packages
+        if folder and folder.rpartition("/")[0] not in packages
+    }
+    names |= {
+        f.rpartition("/")[2].removesuffix(".py")
+        for f in files
+        if f.rpartition("/")[0] in ("", "src")
+    }
+    return names - _NOT_THE_PROJECT
 
 
 def installed_said(root: Path) -> list[str]:
@@ -140,11 +169,15 @@ class Redirect:
     def __init__(self, home: Path, tree: Path) -> None:
         self.home = home
         self.tree = tree
+        # Where a path into the checkout can start: as resolved, or as named (a symlink).
+        self.prefixes = tuple({str(home), os.environ.get(REF_HOME_ENV) or str(home)})
         self.moved: list[str] = []  # the modules it loaded from ``tree``, by name
         self.early: list[str] = []  # the checkout's, loaded before it was installed
 
     def twin(self, location: str) -> Path | None:
         """``location``'s place in ``tree``, or None where it is not the repository's."""
+        if not location.startswith(self.prefixes):  # most imports: no path to resolve
+            return None
         try:
             relative = Path(os.path.realpath(location)).relative_to(self.home)
         except ValueError:
@@ -156,9 +189,10 @@ class Redirect:
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if path is not None:  # a submodule: its package's __path__ is already in the tree
-            return None
-        spec = self._others(name, target)
+        # Submodules too: most follow their package's __path__, in the tree already, but a
+        # finder may map one straight to the checkout (setuptools' editable finder for a
+        # namespace package's part, trial 41: the base ran the head's ``acmez.fast``).
+        spec = self._others(name, path, target)
         if spec is None:
             return None
         if spec.has_location and spec.origin:
@@ -167,12 +201,14 @@ class Redirect:
             return self._moved_namespace(spec)
         return spec
 
-    def _others(self, name: str, target: ModuleType | None) -> ModuleSpec | None:
+    def _others(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None
+    ) -> ModuleSpec | None:
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
             if finder is self or find is None:
                 continue
-            spec: ModuleSpec | None = find(name, None, target)
+            spec: ModuleSpec | None = find(name, path, target)
             if spec is not None:
                 return spec
         return None

@@ -12,12 +12,12 @@ import json
 import math
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_tpu.childargs import pytest_command
 from pytest_tpu.sameref import seed, worktree
 from pytest_tpu.sameref.swap import Swap, inverted
 
@@ -28,6 +28,49 @@ ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"
 TIMEOUT_S = 3600.0
 GRACE_S = 1.0  # a nested session that got the same Ctrl-C is cleaning up already
 STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and remove its worktree
+
+
+# Where this session's tests are and where it was started, for the nested sessions: node ids
+# are the root folder's, and a nested session started there with them could not find tests an
+# ini elsewhere (``-c``) or a relative ``PYTHONPATH`` placed (trial 41: "found no collectors",
+# and a regression stood on one pair, unconfirmed).
+_PATHS: dict[str, Path] = {}
+_INVOKED: list[Path] = []
+_INI: list[Path] = []  # the ini file named with -c, which the nested sessions name too
+
+
+def locate(paths: Mapping[str, Path], invoked: Path, ini: Path | None = None) -> None:
+    """Remember each test's file by node id, the folder this session was started in, and the
+    ini file its ``-c`` named."""
+    _PATHS.update(paths)
+    _INVOKED[:] = [invoked]
+    _INI[:] = [ini] if ini is not None else []
+
+
+def _ini(swap: Swap | None) -> list[str]:
+    """``-c`` and the ini file by its full path (its twin with the roles swapped), or []."""
+    if not _INI:
+        return []
+    return ["-c", str(swap.twin(_INI[0]) if swap is not None else _INI[0])]
+
+
+def _where(nodeids: Sequence[str], rootdir: Path, swap: Swap | None) -> tuple[Path, list[str]]:
+    """The folder a nested session starts in and its tests: this session's folder (or its twin
+    with the roles swapped) and each test's file by its full path, where every test lies under
+    the root folder (there a node id is the root folder's however it is reached); else the root
+    folder and the node ids, as before."""
+    paths = [_PATHS.get(nodeid) for nodeid in nodeids]
+    root = rootdir.resolve()
+    if not _INVOKED or any(p is None or not p.resolve().is_relative_to(root) for p in paths):
+        return (swap.cwd if swap is not None else rootdir), list(nodeids)
+    cwd = swap.twin(_INVOKED[0]) if swap is not None else _INVOKED[0]
+    args = []
+    for nodeid, path in zip(nodeids, paths, strict=True):
+        assert path is not None
+        rest = nodeid.partition("::")[2]
+        placed = swap.twin(path) if swap is not None else path
+        args.append(f"{placed}::{rest}" if rest else str(placed))
+    return cwd, args
 
 
 def confirming() -> bool:
@@ -54,7 +97,7 @@ def command(
     nodeids: Sequence[str], commit: str, pct: float, report: Path, measuring: Sequence[str]
 ) -> list[str]:
     return [
-        sys.executable, "-m", "pytest", *nodeids, "-q", "-p", "no:cacheprovider",
+        *pytest_command(), *nodeids, "-q", "-p", "no:cacheprovider",
         "-p", "no:randomly", f"--compare-ref={commit}", f"--fail-on-regression={pct:g}",
         f"--tpu-report={report}", *measuring,
     ]  # fmt: skip
@@ -72,10 +115,11 @@ def nested(
     """Run a nested ``--compare-ref`` session of ``nodeids`` with ``env`` added: its report's
     time rows by name, or why there are none ("did not run (...)", "gave no comparison (...)").
     With ``swap``, the base's code leads and the rows are turned back (``swap``)."""
-    cwd, added = (swap.cwd, swap.env()) if swap is not None else (rootdir, {})
+    cwd, tests = _where(nodeids, rootdir, swap)
+    added = swap.env() if swap is not None else {}
     with tempfile.TemporaryDirectory(prefix="pytest-tpu-again-") as folder:
         report = Path(folder) / "again.json"
-        args = command(nodeids, commit, pct, report, measuring)
+        args = command(tests, commit, pct, report, [*_ini(swap), *measuring])
         try:
             code, output = _run(args, cwd, {**os.environ, **env, **added, **seed.for_new_pair()})
         except (OSError, subprocess.TimeoutExpired) as exc:

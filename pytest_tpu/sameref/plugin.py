@@ -168,8 +168,7 @@ class HeadPlugin:
             cwd = self.tree.path / here.resolve().relative_to(self.root.resolve())
         except ValueError:
             cwd = self.tree.path
-        package_root = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        path = os.pathsep.join(p for p in (_plugin_root(), os.environ.get("PYTHONPATH")) if p)
         full_env = {
             **os.environ,
             **env,
@@ -281,6 +280,9 @@ class HeadPlugin:
             own = marker_thresholds(item).get("time")
             if own is not None:
                 self.own[item.nodeid] = own / 100
+        ini = self.config.inipath if self.config.option.inifilename else None
+        where = {item.nodeid: item.path for item in session.items}
+        nested.locate(where, Path(self.config.invocation_params.dir), ini)
         if self.conn is not None:
             self.leader = Leader(self.conn, [item.nodeid for item in session.items])
 
@@ -524,6 +526,17 @@ def _took(line: str, started: float) -> str:
     pairs of processes added to the session (a passing session pays them only where a row was in
     doubt); "" stays "" (nothing ran)."""
     return f"{line} [{time.monotonic() - started:.0f} s]" if line else ""
+
+
+def _plugin_root() -> str:
+    """The folder this plugin is imported from, for the base's ``PYTHONPATH``, so that both
+    sides run the same instrument; "" where it is a site folder, which the base reaches anyway
+    (put first, a whole ``site-packages`` changed the base's import order: trial 41)."""
+    import site
+
+    root = os.path.realpath(Path(__file__).resolve().parents[2])
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    return "" if root in {os.path.realpath(folder) for folder in sites} else root
 
 
 def _interrupt(signum: int, frame: Any) -> None:

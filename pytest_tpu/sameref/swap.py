@@ -38,6 +38,16 @@ class Swap:
 
     cwd: Path
     head: Path
+    tree: Path | None = None  # the base's worktree, where this tree's paths have their twins
+
+    def twin(self, path: Path) -> Path:
+        """``path`` in this tree as its twin in the base's worktree (as it is outside)."""
+        try:
+            return (
+                self.tree / path.resolve().relative_to(self.head.resolve()) if self.tree else path
+            )
+        except ValueError:
+            return path
 
     def env(self) -> dict[str, str]:
         return {BORROW_ENV: str(self.head)}
@@ -47,7 +57,7 @@ def swap_for(tree: Path, head: Path, rootdir: Path) -> Swap | None:
     """The swap of a session whose base worktree is ``tree`` and whose tree's top is ``head``;
     None where its root folder lies outside that tree."""
     try:
-        return Swap(tree / rootdir.resolve().relative_to(head.resolve()), head)
+        return Swap(tree / rootdir.resolve().relative_to(head.resolve()), head, tree)
     except ValueError:
         return None
 
