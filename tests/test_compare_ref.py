@@ -851,7 +851,8 @@ def test_an_installed_copy_of_the_project_is_said_to_hide_its_changes(repo, monk
     installed.mkdir()
     (installed / "mylib.py").write_text(LIBRARY.format(n=3000))
     monkeypatch.setenv("PYTHONPATH", str(installed))
-    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "-k", "test_fn")
+    args = ("--compare-ref=HEAD", "--fail-on-regression=50", "-k", "test_fn")
+    result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
@@ -860,6 +861,9 @@ def test_an_installed_copy_of_the_project_is_said_to_hide_its_changes(repo, monk
             "the project editable (pip install -e .) or put its folder on PYTHONPATH"
         ]
     )
+    # Never "passed" over code neither side ran (trial 41: "passed" over a 30 % slowdown).
+    assert "): passed" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["regression gate (50%): INCONCLUSIVE (no regression shown), *"])
 
 
 PLUGIN = """

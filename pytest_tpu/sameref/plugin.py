@@ -395,7 +395,8 @@ class HeadPlugin:
                 # A slowdown one pair alone read is no verdict (trial 32: "SLOWER" and "1 slower"
                 # above "the gate was not applied").
                 rows = unchecked(rows)
-        self.lines += imports.installed_said(self.root)
+        copies = imports.installed_copies(self.root)
+        self.lines += imports.installed_said(copies)
         rows = not_run(rows, {item.nodeid for item in session.items})
         self.config.stash[comparison_key] = rows
         self._say_reported(comparison_lines(f"{self.ref} (same job)", rows, baseline=False))
@@ -407,8 +408,11 @@ class HeadPlugin:
             return  # _interrupted said so
         if self.settings.gating:  # same job: time only (memory and compile need a history)
             said = gate_lines(rows, self.settings.fail_on_regression or 5.0, self.ref)
+            verdict = gate_verdict(rows)
+            if copies and verdict == "passed":  # it cannot vouch for code neither side ran
+                said, verdict = imports.not_passed(said, copies), "inconclusive"
             self._say_reported(said)
-            remember_gate(self.config, said, gate_verdict(rows))
+            remember_gate(self.config, said, verdict)
             if regressions(rows) and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = REGRESSION_EXIT_CODE
 
