@@ -213,9 +213,9 @@ class Redirect:
             return None
         if spec.has_location and spec.origin:
             return self._moved_file(spec)
-        if spec.submodule_search_locations is not None:  # a namespace package
+        if spec.loader is None and spec.submodule_search_locations:  # a namespace package
             return self._moved_namespace(spec)
-        return spec
+        return spec  # built in, or a loader of its own (six's ``six.moves``): not a file
 
     def _others(
         self, name: str, path: Sequence[str] | None, target: ModuleType | None
@@ -254,6 +254,8 @@ class Redirect:
                 kept.append(location)
             elif twin.is_dir():
                 kept.append(str(twin))
+        if kept == list(spec.submodule_search_locations):
+            return spec  # nothing of the checkout's
         if not kept:
             raise ModuleNotFoundError(self._missing(spec.name), name=spec.name)
         if kept != list(spec.submodule_search_locations):
