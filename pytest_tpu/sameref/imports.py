@@ -59,15 +59,18 @@ def loaded_from_home(redirect: Redirect) -> list[str]:
     """Top-level modules of the checkout this process imported before ``redirect`` could act:
     a plugin of the project's own, named with ``-p`` or by an entry point, loads first. This
     plugin is the instrument, the same on both sides by design, and is not counted."""
+    return sorted(name for name, where in _top_level_files() if redirect.twin(where) is not None)
+
+
+def _top_level_files() -> list[tuple[str, str]]:
+    """The top-level modules this process holds, with their files, this plugin's left out."""
     ours = __name__.partition(".")[0]
     found = []
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None)
-        if "." in name or name == ours or not isinstance(where, str):
-            continue
-        if redirect.twin(where) is not None:
-            found.append(name)
-    return sorted(found)
+        if "." not in name and name != ours and isinstance(where, str):
+            found.append((name, where))
+    return found
 
 
 def moved() -> tuple[list[str], list[str]]:
@@ -105,16 +108,13 @@ def described(moved: Sequence[str], early: Sequence[str], ref: str) -> list[str]
 def installed_copies(root: Path) -> list[tuple[str, str]]:
     """Top-level modules this process loaded from outside ``root`` that ``root`` holds too
     (``project_names``): an installed copy (``pip install .``), which both sides load."""
-    ours = __name__.partition(".")[0]
     home = Path(os.path.realpath(root))
-    found = []
-    for name, module in list(sys.modules.items()):
-        where = getattr(module, "__file__", None)
-        if "." in name or name == ours or name in sys.stdlib_module_names:
-            continue
-        if not isinstance(where, str) or Path(os.path.realpath(where)).is_relative_to(home):
-            continue
-        found.append((name, where))
+    found = [
+        (name, where)
+        for name, where in _top_level_files()
+        if name not in sys.stdlib_module_names
+        and not Path(os.path.realpath(where)).is_relative_to(home)
+    ]
     if not found:
         return []
     held = project_names(home)
@@ -258,8 +258,7 @@ class Redirect:
             return spec  # nothing of the checkout's
         if not kept:
             raise ModuleNotFoundError(self._missing(spec.name), name=spec.name)
-        if kept != list(spec.submodule_search_locations):
-            self.moved.append(spec.name)
+        self.moved.append(spec.name)
         spec.submodule_search_locations = kept
         return spec
 
