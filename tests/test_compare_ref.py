@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -841,6 +842,118 @@ def test_an_ini_file_named_with_c_is_the_base_side_s_too(repo):
     result.stdout.fnmatch_lines(
         ["compared with HEAD (same job): 1 *", "test_fn *", "*, 0 new, 0 missing"],
         consecutive=False,
+    )
+
+
+@UNTIMED
+def test_a_root_folder_named_with_rootdir_is_the_base_side_s_too(repo):
+    # Node ids are relative to the root folder: a base that found another one had every row
+    # "new" and "missing", and nothing compared.
+    (repo.path / "bench").mkdir()
+    (repo.path / "bench" / "test_work.py").write_text(BENCH.format(n=3000))
+    commit(repo, "benchmarks in bench/")
+    args = ("--rootdir=bench", "bench", "--compare-ref=HEAD", "-k", "test_fn")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["compared with HEAD (same job): 1 *", "*test_fn *", "*, 0 new, 0 missing"],
+        consecutive=False,
+    )
+
+
+def test_new_pairs_find_the_tests_of_an_ini_in_another_folder(repo):
+    # Trial 41: with -c ci/bench.ini (the root folder ci/) and the benchmarks in tests/, a node
+    # id is relative to "tests": the new pairs found no collectors, and the regression stood on
+    # one pair, unconfirmed. -k keeps the new pairs to the rows they are for.
+    (repo.path / "ci").mkdir()
+    (repo.path / "ci" / "bench.ini").write_text("[pytest]\npython_files = bench_*.py\n")
+    (repo.path / "tests").mkdir()
+    (repo.path / "tests" / "bench_work.py").write_text(BENCH.format(n=3000))
+    commit(repo, "benchmarks in tests/, their ini in ci/")
+    (repo.path / "tests" / "bench_work.py").write_text(BENCH.format(n=9000))
+    commit(repo, "three times the work")
+    args = ("-c", "ci/bench.ini", "tests", "-k", "test_ped", "--compare-ref=HEAD~1")
+    result = repo.runpytest_subprocess(*FAST, *args, "--fail-on-regression=25")
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(
+        [
+            "re-measured 1 regression(s) in a new pair of processes*",
+            "REGRESSION bench_work.py::test_ped: time +*% vs 'HEAD~1' (*; confirmed by *new "
+            "pair* of processes*",
+        ],
+        consecutive=False,
+    )
+    assert "gave no comparison" not in result.stdout.str()
+
+
+@UNTIMED
+def test_a_file_git_does_not_track_is_named_where_the_base_side_lacks_it(repo):
+    # A benchmark reading generated data by a path beside its file: the base's worktree holds
+    # only what git tracks, and the row named a temporary path the user never made.
+    (repo.path / ".gitignore").write_text("data/\n")
+    repo.makepyfile(
+        test_data="""
+        from pathlib import Path
+
+        def test_reads(benchmark):
+            benchmark((Path(__file__).parent / "data" / "input.txt").read_text)
+        """
+    )
+    commit(repo, "a benchmark of generated data")
+    (repo.path / "data").mkdir()
+    (repo.path / "data" / "input.txt").write_text("x" * 1000)
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "-k", "test_reads")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "test_reads: failed on the base side (*No such file or directory*; "
+            "data/input.txt is in this checkout but not in the base's worktree, which holds only "
+            "what git tracks: have the benchmark make it, or read it by an absolute path); the "
+            "head result stands*"
+        ]
+    )
+
+
+SPEEDUPS = """
+#include <Python.h>
+
+static PyObject *work(PyObject *self, PyObject *args) { return PyLong_FromLong(42); }
+static PyMethodDef methods[] = {{"work", work, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", "", -1, methods};
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+"""
+
+
+@UNTIMED
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build an extension")
+def test_an_extension_built_in_place_is_named_where_the_base_side_lacks_it(repo):
+    # As `pip install -e .` or `build_ext --inplace` leaves it: the .so beside its sources,
+    # ignored by git, so REF's worktree has the package without it.
+    (repo.path / ".gitignore").write_text("*.so\n")
+    (repo.path / "fastlib").mkdir()
+    (repo.path / "fastlib" / "__init__.py").write_text("from fastlib._speedups import work\n")
+    (repo.path / "fastlib" / "speedups.c").write_text(SPEEDUPS)
+    repo.makepyfile(
+        test_fast="import fastlib\n\ndef test_fast(benchmark):\n    benchmark(fastlib.work)\n"
+    )
+    commit(repo, "a package with a compiled extension")
+    built = "fastlib/_speedups" + sysconfig.get_config_var("EXT_SUFFIX")
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", f"-I{include}", "fastlib/speedups.c", "-o", built],
+        cwd=repo.path,
+        check=True,
+    )
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "-k", "test_fast")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "test_fast: failed on the base side (collecting test_fast.py: ModuleNotFoundError: "
+            "No module named 'fastlib._speedups'; "
+            f"{built} is built in this checkout but not in the base's worktree, which holds only "
+            "what git tracks: where REF must be built to run, compare with a baseline saved "
+            "there (--save-baseline, then --compare)); the head result stands*"
+        ]
     )
 
 

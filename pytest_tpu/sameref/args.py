@@ -35,4 +35,6 @@ def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path
         args += ["-m", config.option.markexpr]
     if config.option.inifilename and config.inipath is not None:  # -c FILE: its twin there
         args += ["-c", _in_tree(str(config.inipath), root, tree)]
+    if config.option.rootdir:  # node ids are relative to it: its twin there
+        args.append(f"--rootdir={_in_tree(str(config.rootpath), root, tree)}")
     return args + session_args(config) + measuring_args(config, settings)

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_tpu.childargs import pytest_command
 from pytest_tpu.sameref import seed, worktree
 from pytest_tpu.sameref.swap import Swap, inverted
@@ -25,6 +27,9 @@ CONFIRM_ENV = "PYTEST_TPU_REF_CONFIRMING"  # set in the nested session: it does 
 # {node id: factor} as JSON in a session with more rounds (a factor over 1), or with fewer (a new
 # pair checking a reading its first pair resolved far finer than the threshold: ``lean_factor``)
 ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"
+# The node ids (JSON) a nested session keeps of what this session's own test arguments collect,
+# where some test lies outside the root folder (see ``_where``)
+KEEP_ENV = "PYTEST_TPU_REF_KEEP"
 TIMEOUT_S = 3600.0
 GRACE_S = 1.0  # a nested session that got the same Ctrl-C is cleaning up already
 STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and remove its worktree
@@ -37,40 +42,97 @@ STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and rem
 _PATHS: dict[str, Path] = {}
 _INVOKED: list[Path] = []
 _INI: list[Path] = []  # the ini file named with -c, which the nested sessions name too
+_ROOTDIR: list[Path] = []  # the root folder named with --rootdir, likewise
+_GIVEN: list[str] = []  # this session's test arguments as typed ([] where it found them itself)
 
 
-def locate(paths: Mapping[str, Path], invoked: Path, ini: Path | None = None) -> None:
-    """Remember each test's file by node id, the folder this session was started in, and the
-    ini file its ``-c`` named."""
+def locate(
+    paths: Mapping[str, Path],
+    invoked: Path,
+    ini: Path | None = None,
+    given: Sequence[str] = (),
+    rootdir: Path | None = None,
+) -> None:
+    """Remember each test's file by node id, the folder this session was started in, the ini
+    file its ``-c`` named, the test arguments it was given and the ``--rootdir`` it named."""
     _PATHS.update(paths)
     _INVOKED[:] = [invoked]
     _INI[:] = [ini] if ini is not None else []
+    _GIVEN[:] = given
+    _ROOTDIR[:] = [rootdir] if rootdir is not None else []
 
 
 def _ini(swap: Swap | None) -> list[str]:
-    """``-c`` and the ini file by its full path (its twin with the roles swapped), or []."""
-    if not _INI:
-        return []
-    return ["-c", str(swap.twin(_INI[0]) if swap is not None else _INI[0])]
+    """``-c`` with the ini file and ``--rootdir`` with the root folder, where this session named
+    them, by full path (their twins with the roles swapped)."""
+    args = []
+    if _INI:
+        args += ["-c", str(swap.twin(_INI[0]) if swap is not None else _INI[0])]
+    if _ROOTDIR:
+        args.append(f"--rootdir={swap.twin(_ROOTDIR[0]) if swap is not None else _ROOTDIR[0]}")
+    return args
 
 
-def _where(nodeids: Sequence[str], rootdir: Path, swap: Swap | None) -> tuple[Path, list[str]]:
-    """The folder a nested session starts in and its tests: this session's folder (or its twin
-    with the roles swapped) and each test's file by its full path, where every test lies under
-    the root folder (there a node id is the root folder's however it is reached); else the root
-    folder and the node ids, as before."""
+def _where(
+    nodeids: Sequence[str], rootdir: Path, swap: Swap | None
+) -> tuple[Path, list[str], dict[str, str]]:
+    """The folder a nested session starts in, its test arguments and what its environment adds.
+
+    Where every test lies under the root folder, a node id is the root folder's however it is
+    reached: the session starts in this session's folder (or its twin with the roles swapped)
+    with each test's file by its full path. A test outside it (``-c`` naming an ini in another
+    folder) has a node id relative to the argument it was found through, which no other
+    argument reproduces (trial 41: "found no collectors", and a regression stood on one pair):
+    there the nested session is given this session's own arguments and keeps just ``nodeids``
+    (``KEEP_ENV``). Without this session's folder known, the root folder and the node ids."""
     paths = [_PATHS.get(nodeid) for nodeid in nodeids]
-    root = rootdir.resolve()
-    if not _INVOKED or any(p is None or not p.resolve().is_relative_to(root) for p in paths):
-        return (swap.cwd if swap is not None else rootdir), list(nodeids)
+    if not _INVOKED or any(p is None for p in paths):
+        return (swap.cwd if swap is not None else rootdir), list(nodeids), {}
     cwd = swap.twin(_INVOKED[0]) if swap is not None else _INVOKED[0]
+    root = rootdir.resolve()
+    if not all(p is not None and p.resolve().is_relative_to(root) for p in paths):
+        given = [_placed(arg, swap) for arg in _GIVEN]
+        return cwd, given, {KEEP_ENV: json.dumps(list(nodeids))}
     args = []
     for nodeid, path in zip(nodeids, paths, strict=True):
         assert path is not None
         rest = nodeid.partition("::")[2]
         placed = swap.twin(path) if swap is not None else path
         args.append(f"{placed}::{rest}" if rest else str(placed))
-    return cwd, args
+    return cwd, args, {}
+
+
+def _placed(arg: str, swap: Swap | None) -> str:
+    """A test argument as typed, in the base's worktree where the roles are swapped (a relative
+    one is relative to the folder, which has its twin there)."""
+    path, sep, rest = arg.partition("::")
+    if swap is None or not Path(path).is_absolute():
+        return arg
+    return f"{swap.twin(Path(path))}{sep}{rest}"
+
+
+def kept() -> frozenset[str] | None:
+    """The node ids this nested session keeps of what it collects, or None: it keeps all."""
+    try:
+        found = json.loads(os.environ.get(KEEP_ENV) or "null")
+    except ValueError:
+        return None
+    return frozenset(str(n) for n in found) if isinstance(found, list) else None
+
+
+class Keep:
+    """Deselects whatever a nested session's arguments collect beyond the node ids it is for."""
+
+    def __init__(self, nodeids: frozenset[str]) -> None:
+        self.nodeids = nodeids
+
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        dropped = [item for item in items if item.nodeid not in self.nodeids]
+        if dropped:
+            items[:] = [item for item in items if item.nodeid in self.nodeids]
+            config.hook.pytest_deselected(items=dropped)
 
 
 def confirming() -> bool:
@@ -115,8 +177,8 @@ def nested(
     """Run a nested ``--compare-ref`` session of ``nodeids`` with ``env`` added: its report's
     time rows by name, or why there are none ("did not run (...)", "gave no comparison (...)").
     With ``swap``, the base's code leads and the rows are turned back (``swap``)."""
-    cwd, tests = _where(nodeids, rootdir, swap)
-    added = swap.env() if swap is not None else {}
+    cwd, tests, keep = _where(nodeids, rootdir, swap)
+    added = {**(swap.env() if swap is not None else {}), **keep}
     with tempfile.TemporaryDirectory(prefix="pytest-tpu-again-") as folder:
         report = Path(folder) / "again.json"
         args = command(tests, commit, pct, report, [*_ini(swap), *measuring])

@@ -49,6 +49,7 @@ from pytest_tpu.sameref import (
     resolve,
     seed,
     spin,
+    untracked,
     worktree,
 )
 from pytest_tpu.sameref.args import child_args
@@ -282,7 +283,9 @@ class HeadPlugin:
                 self.own[item.nodeid] = own / 100
         ini = self.config.inipath if self.config.option.inifilename else None
         where = {item.nodeid: item.path for item in session.items}
-        nested.locate(where, Path(self.config.invocation_params.dir), ini)
+        given = self.config.args if self.config.args_source == pytest.Config.ArgsSource.ARGS else []
+        rootdir = self.config.rootpath if self.config.option.rootdir else None
+        nested.locate(where, Path(self.config.invocation_params.dir), ini, given, rootdir)
         if self.conn is not None:
             self.leader = Leader(self.conn, [item.nodeid for item in session.items])
 
@@ -579,7 +582,16 @@ class BasePlugin:
             self.follower.result(report.nodeid, {"outcome": "passed", **data})
         elif report.failed:
             error = str(getattr(report.longrepr, "reprcrash", report.longrepr) or "failed")
-            self.follower.result(report.nodeid, {"outcome": "failed", "error": error[:300]})
+            error = error[:300] + untracked.hint(error, Path.cwd())
+            self.follower.result(report.nodeid, {"outcome": "failed", "error": error})
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a module that does not import here: its rows say so, not "new"
+            error = _last_error(str(report.longrepr))
+            where = report.nodeid or "the tests"
+            error = f"collecting {where}: {error[:300]}" + untracked.hint(error, Path.cwd())
+            result = {"outcome": "failed", "error": error, "collector": True}
+            self.follower.result(report.nodeid, result)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -589,8 +601,18 @@ class BasePlugin:
         self.follower.bye()
 
 
+def _last_error(text: str) -> str:
+    """The exception of a collection error's report: its last ``E`` line, or its last line."""
+    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    lines = errors or text.strip().splitlines() or ["failed"]
+    return lines[-1]
+
+
 def register(config: pytest.Config, settings: Settings) -> None:
     """Register the head's plugin (``--compare-ref``) or the base's (a child of one)."""
+    keep = nested.kept()
+    if keep is not None:  # a nested session given its parent's arguments, on both sides
+        config.pluginmanager.register(nested.Keep(keep), "pytest-tpu-ref-keep")
     follower = Follower.connect()
     if follower is not None:
         for name in ("PYTEST_TPU_REF_ADDRESS", "PYTEST_TPU_REF_KEY"):

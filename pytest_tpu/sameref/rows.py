@@ -445,7 +445,7 @@ def build_rows(
     """
     rows = []
     for result in head:
-        other = base.get(result.nodeid)
+        other = base.get(result.nodeid) or _uncollected(base, result.nodeid)
         if other is None:
             rows.append(Row(status="new", **_common(result.nodeid)))
         elif other.get("outcome") != "passed":
@@ -475,6 +475,16 @@ def build_rows(
         if nodeid not in measured and other.get("outcome") == "passed"
     ]
     return rows
+
+
+def _uncollected(base: Mapping[str, Mapping[str, Any]], nodeid: str) -> Mapping[str, Any] | None:
+    """The base's failure to collect the module or folder that holds ``nodeid``, or None: such a
+    benchmark is not ``new`` (a test module that does not import in REF's worktree read as if
+    REF lacked the benchmark)."""
+    for name, other in base.items():
+        if other.get("collector") and (not name or nodeid.startswith((f"{name}::", f"{name}/"))):
+            return other
+    return None
 
 
 def not_run(rows: Sequence[Row], collected: Collection[str]) -> list[Row]:
