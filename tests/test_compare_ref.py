@@ -958,6 +958,47 @@ def test_an_extension_built_in_place_is_named_where_the_base_side_lacks_it(repo)
 
 
 @UNTIMED
+def test_a_module_the_base_cannot_import_fails_its_own_rows_and_the_rest_are_compared(repo):
+    # Seen before: pytest stopped the base session at the collection error, so no benchmark ran
+    # there and every row read "new", as if REF lacked them all.
+    broken = "raise ImportError('not written yet')\n\ndef test_mod(benchmark):\n    benchmark(f)\n"
+    commit(repo, "a benchmark that does not import yet", test_mod=broken)
+    fixed = "def f():\n    return sum(range(100))\n\ndef test_mod(benchmark):\n    benchmark(f)\n"
+    commit(repo, "it imports", test_mod=fixed)
+    args = ("--compare-ref=HEAD~1", "-k", "test_fn or test_mod")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "compared with HEAD~1 (same job): 1 *, 1 base failed (table below)",
+            "test_mod: failed on the base side (collecting test_mod.py: ImportError: not "
+            "written yet); the head result stands",
+            "*, 0 new, 0 missing, 1 base failed",
+        ],
+        consecutive=False,
+    )
+
+
+@UNTIMED
+def test_a_module_at_the_top_that_ref_lacks_is_missing_on_the_base_side(repo):
+    # Seen before: the finder took a top-level file the worktree lacks for an untracked folder
+    # (a .venv) and left it alone, so the base imported the head's helper.py from the checkout
+    # (on PYTHONPATH: pytester puts the folder it starts pytest in there).
+    uses = "import helper\n\ndef test_helper(benchmark):\n    benchmark(helper.f)\n"
+    commit(repo, "a benchmark of a helper not committed yet", test_uses=uses)
+    (repo.path / "helper.py").write_text("def f():\n    return sum(range(100))\n")
+    commit(repo, "the helper")
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1", "-k", "test_helper")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "test_helper: failed on the base side (collecting test_uses.py: *No module named "
+            "'helper' in *"
+        ]
+    )
+
+
+@UNTIMED
 def test_an_installed_copy_of_the_project_is_said_to_hide_its_changes(repo, monkeypatch):
     commit_a_src_layout(repo, monkeypatch, n=3000)
     installed = repo.path.parent / "site-packages"  # as `pip install .` leaves it

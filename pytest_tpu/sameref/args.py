@@ -25,7 +25,9 @@ def _in_tree(arg: str, root: Path, tree: Path) -> str:
 
 def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path) -> list[str]:
     """The base session's command line: same selection, same measuring options."""
+    # A module that does not import in REF fails its own rows, not the whole base session.
     args = [*pytest_command(), "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    args.append("--continue-on-collection-errors")
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         # Otherwise the base finds its tests itself, from its own testpaths or folder.
         args += [_in_tree(str(arg), root, tree) for arg in config.args]

@@ -13,8 +13,8 @@ that holds ``.git``) is another one puts ``Redirect`` first on ``sys.meta_path``
 module that the other finders would load from the checkout is loaded from the same place in this
 process's tree instead, or is missing there, as it is in that revision; so is a submodule that a
 finder maps to the checkout (most follow their package's ``__path__``, in the tree already).
-Paths in the checkout whose first part the tree lacks (a virtual environment or other untracked
-folder inside it) are not the repository's and are left alone.
+Paths in the checkout whose first part the tree lacks and git does not track there (a virtual
+environment or other untracked folder inside it) are not the repository's and are left alone.
 """
 
 from __future__ import annotations
@@ -189,6 +189,7 @@ class Redirect:
         self.prefixes = tuple({str(home), os.environ.get(REF_HOME_ENV) or str(home)})
         self.moved: list[str] = []  # the modules it loaded from ``tree``, by name
         self.early: list[str] = []  # the checkout's, loaded before it was installed
+        self.tracked: frozenset[str] | None = None  # ``_tops``, read when first needed
 
     def twin(self, location: str) -> Path | None:
         """``location``'s place in ``tree``, or None where it is not the repository's."""
@@ -198,9 +199,27 @@ class Redirect:
             relative = Path(os.path.realpath(location)).relative_to(self.home)
         except ValueError:
             return None
-        if not relative.parts or not (self.tree / relative.parts[0]).exists():
+        if not relative.parts:
             return None
+        if not (self.tree / relative.parts[0]).exists() and relative.parts[0] not in self._tops():
+            return None  # not the repository's: an untracked virtual environment, say
         return self.tree / relative
+
+    def _tops(self) -> frozenset[str]:
+        """The first parts of the paths git tracks in the checkout, once: a module at the top
+        that REF lacks (``helper.py``, committed since) is the repository's, missing here."""
+        if self.tracked is None:
+            try:
+                listed = subprocess.run(
+                    ["git", "-C", str(self.home), "ls-files", "-z"],
+                    capture_output=True,
+                    check=True,
+                    timeout=60,
+                ).stdout.decode(errors="replace")
+            except (OSError, subprocess.SubprocessError):
+                listed = ""
+            self.tracked = frozenset(name.split("/")[0] for name in listed.split("\0") if name)
+        return self.tracked
 
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
