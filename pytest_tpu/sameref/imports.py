@@ -124,17 +124,23 @@ def installed_copies(root: Path) -> list[tuple[str, str]]:
 _NOT_THE_PROJECT = frozenset({"conftest", "setup", "test", "tests"})
 
 
-def project_names(root: Path) -> set[str]:
-    """The top-level names the repository's files hold: a package anywhere (a folder with
-    ``__init__.py`` under none; trial 41, a monorepo's ``packages/mylib2/src/mylib2``), a module
-    at its top or in ``src/``."""
+def tracked(root: Path) -> list[str]:
+    """The paths git tracks in ``root``'s repository, relative to ``root``; [] where git cannot
+    tell."""
     try:
         listed = subprocess.run(
             ["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True, timeout=60
         ).stdout.decode(errors="replace")
     except (OSError, subprocess.SubprocessError):
-        return set()
-    files = [name for name in listed.split("\0") if name.endswith(".py")]
+        return []
+    return [name for name in listed.split("\0") if name]
+
+
+def project_names(root: Path) -> set[str]:
+    """The top-level names the repository's files hold: a package anywhere (a folder with
+    ``__init__.py`` under none; trial 41, a monorepo's ``packages/mylib2/src/mylib2``), a module
+    at its top or in ``src/``."""
+    files = [name for name in tracked(root) if name.endswith(".py")]
     packages = {f.rpartition("/")[0] for f in files if f.rpartition("/")[2] == "__init__.py"}
     names = {
         folder.rpartition("/")[2]
@@ -209,16 +215,7 @@ class Redirect:
         """The first parts of the paths git tracks in the checkout, once: a module at the top
         that REF lacks (``helper.py``, committed since) is the repository's, missing here."""
         if self.tracked is None:
-            try:
-                listed = subprocess.run(
-                    ["git", "-C", str(self.home), "ls-files", "-z"],
-                    capture_output=True,
-                    check=True,
-                    timeout=60,
-                ).stdout.decode(errors="replace")
-            except (OSError, subprocess.SubprocessError):
-                listed = ""
-            self.tracked = frozenset(name.split("/")[0] for name in listed.split("\0") if name)
+            self.tracked = frozenset(name.split("/")[0] for name in tracked(self.home))
         return self.tracked
 
     def find_spec(
