@@ -666,12 +666,15 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
 def test_more_rounds_can_be_turned_off(repo):
     commit_a_fifth_slower(repo, NOISY)
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-compare-ref-rounds=1")
-    result = repo.runpytest_subprocess(*FAST, *args)
+    reports = ("--tpu-report=out.json", "--tpu-report=out.md")
+    result = repo.runpytest_subprocess(*FAST, *args, *reports)
     assert result.ret == pytest.ExitCode.OK  # six rounds cannot tell; nothing measured again
     # A green gate still names the slowdown it could not rule out, and what it could have seen.
     result.stdout.fnmatch_lines(
         [
-            "UNRESOLVED test_bench.py::test_noisy: time +*% (95% interval * .. *), past its "
+            # One pair's interval is its rounds' own: this line says so, and the legend too.
+            "UNRESOLVED test_bench.py::test_noisy: time +*% (95% interval of one pair of "
+            "processes' rounds * .. *), past its "
             "10% threshold but not shown to be slower (*% sure; the gate fails at 99%); this "
             "comparison catches *% 4 times in 5 "
             "(noise: 6 paired rounds in this job, one pair of processes)",
@@ -681,6 +684,15 @@ def test_more_rounds_can_be_turned_off(repo):
         ]
     )
     assert "measured again" not in result.stdout.str()
+    said = (
+        "[a, b]: 95% intervals of a change (a row of one pair of processes: of that pair's "
+        "rounds only, which leave out an offset between two processes with the same code)"
+    )
+    assert said in result.stdout.lines
+    assert said in (repo.path / "out.md").read_text().splitlines()
+    comparison = json.loads((repo.path / "out.json").read_text())["comparison"]
+    assert comparison["interval_pct"] == 95
+    assert "of that pair's rounds only" in comparison["intervals"]
 
 
 @UNTIMED
@@ -989,6 +1001,27 @@ def test_a_module_at_the_top_that_ref_lacks_is_missing_on_the_base_side(repo):
     (repo.path / "helper.py").write_text("def f():\n    return sum(range(100))\n")
     commit(repo, "the helper")
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD~1", "-k", "test_helper")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "test_helper: failed on the base side (collecting test_uses.py: *No module named "
+            "'helper' in *"
+        ]
+    )
+
+
+@UNTIMED
+def test_a_new_module_not_committed_yet_is_missing_on_the_base_side(repo):
+    # A dirty tree is head's alone: its new helper.py, not yet added, is not REF's, yet the
+    # finder left a first part git does not track alone (as it must a .venv) and the base ran
+    # the head's helper.
+    (repo.path / "helper.py").write_text("def f():\n    return sum(range(100))\n")
+    repo.makepyfile(
+        test_uses="import helper\n\ndef test_helper(benchmark):\n    benchmark(helper.f)\n"
+    )
+    git(repo.path, "add", "test_uses.py")
+    git(repo.path, "commit", "-qm", "a benchmark of a helper not committed yet")
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "-k", "test_helper")
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [

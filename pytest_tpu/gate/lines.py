@@ -391,10 +391,13 @@ def _unresolved_line(row: Row, threshold: float) -> str:
     # too: this line is what a CI log shows (trial 22: only the row's note named a neighbour
     # that took 0.74 of 2 cores).
     machine = row.reason.partition(ALSO)[2] if confidence < FAIL_CONFIDENCE else ""
+    # One pair's interval is its rounds' own (trial 40, point 3), as the legend says too.
+    alone = " of one pair of processes' rounds" if row.noise_source.endswith(ONE_PAIR) else ""
     return (
-        f"UNRESOLVED {row.nodeid}: time{_statistic(row)} {pct(row.change)} (95% interval "
-        f"{pct(row.low)} .. {pct(row.high)}), past its {own:g}% threshold but {why}{catches} "
-        f"(noise: {row.noise_source or 'unknown'})" + (f"{ALSO}{machine}" if machine else "")
+        f"UNRESOLVED {row.nodeid}: time{_statistic(row)} {pct(row.change)} (95% interval"
+        f"{alone} {pct(row.low)} .. {pct(row.high)}), past its {own:g}% threshold but {why}"
+        f"{catches} (noise: {row.noise_source or 'unknown'})"
+        + (f"{ALSO}{machine}" if machine else "")
     )
 
 

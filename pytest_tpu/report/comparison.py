@@ -252,3 +252,8 @@ def _says(note: str, detectable: float) -> bool:
     so the row gave no smallest change it could have seen.)"""
     figure = re.escape(f"{detectable:.1f}%")
     return re.search(rf"(?<![-+\d.(]){figure}", note) is not None
+
+
+def one_pair_rows(rows: Sequence[ComparisonRow]) -> bool:
+    """Whether some row's interval is one pair of processes' rounds' own (``ONE_PAIR_LEGEND``)."""
+    return any(row.noise_source.endswith(ONE_PAIR) for row in rows)

@@ -13,6 +13,7 @@ from pytest_tpu.report.comparison import (
     comparison_notes,
     comparison_summary,
     comparison_table,
+    one_pair_rows,
     sort_comparison,
 )
 from pytest_tpu.report.layout import tabulate_rows
@@ -21,6 +22,7 @@ from pytest_tpu.report.model import (
     Cell,
     ComparisonRow,
     WorkloadTable,
+    interval_legend,
     legend,
 )
 from pytest_tpu.report.tables import cross_table, missing_line, speedup_table, table_notes
@@ -62,7 +64,10 @@ def to_markdown(
         if cross:
             out += ["", f"#### {table.workload} across configurations", "", cross]
         out.append("")
-    out += [legend(comparison is not None), ""] if tables else []
+    if tables:
+        out += [legend(comparison is not None, one_pair_rows(comparison or ())), ""]
+    elif comparison:  # plain benchmarks: "[a, b]" in the rows, no table and no "±"
+        out += [interval_legend(one_pair_rows(comparison)), ""]
     if comparison is not None:
         out += _markdown_comparison(comparison, baseline, head)
         out += ["", *(f"- {note}" for note in notes)] if notes else []
@@ -141,6 +146,8 @@ def to_json(
             "baseline": baseline,
             "head": head,  # None outside --compare-ref
             "interval_pct": roundtimes.INTERVAL_PCT,  # what every row's ci_low..ci_high bounds
+            # ... and of what noise, where a row's is one pair of processes' rounds' own.
+            "intervals": interval_legend(one_pair_rows(comparison)),
             # The time rows' counts, as the terminal's counts line gives them; each other
             # metric's apart (trial 34: "3 inconclusive" here beside the terminal's 1 and the
             # first calls' 2).

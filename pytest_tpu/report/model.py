@@ -15,12 +15,24 @@ NAME_MIN = 24
 WALL_CLOCKS = ("", "perf_counter", "time.perf_counter", "default_timer")
 SPREAD_LEGEND = "±: the rounds' spread (standard deviation over the mean), not an interval"
 INTERVAL_LEGEND = "[a, b]: 95% intervals of a change"
+# A same-job row of one pair of processes: its interval is its rounds' (trial 40, point 3: "95 %
+# interval" read as covering all the noise, on a row whose two processes may differ by more).
+ONE_PAIR_LEGEND = (
+    "a row of one pair of processes: of that pair's rounds only, which leave out an offset "
+    "between two processes with the same code"
+)
 
 
-def legend(compared: bool) -> str:
+def legend(compared: bool, one_pair: bool = False) -> str:
     """What "±" means, and "[a, b]" where a comparison shows intervals (trial 40: the second
     under a plain run's tables, where no interval was shown)."""
-    return f"{SPREAD_LEGEND}; {INTERVAL_LEGEND}" if compared else SPREAD_LEGEND
+    return f"{SPREAD_LEGEND}; {interval_legend(one_pair)}" if compared else SPREAD_LEGEND
+
+
+def interval_legend(one_pair: bool) -> str:
+    """What "[a, b]" means, with what a one-pair row's interval covers where a comparison has
+    one: under a comparison of plain benchmarks, which has no tables and no "±", on its own."""
+    return f"{INTERVAL_LEGEND} ({ONE_PAIR_LEGEND})" if one_pair else INTERVAL_LEGEND
 
 
 # The device kinds in the order people read them (the same order as options.KINDS, which is not

@@ -9,18 +9,12 @@ import pytest
 
 from pytest_tpu.childargs import measuring_args, pytest_command, session_args
 from pytest_tpu.options import Settings
+from pytest_tpu.sameref.worktree import twin_arg, twin_of
 
 
 def _in_tree(arg: str, root: Path, tree: Path) -> str:
     """A test path of the head's command line, pointing into the base's worktree instead."""
-    path, sep, rest = arg.partition("::")
-    absolute = Path(path)
-    if not absolute.is_absolute():
-        return arg  # relative to the invocation folder, which has its twin in the worktree
-    try:
-        return str(tree / absolute.resolve().relative_to(root.resolve())) + sep + rest
-    except ValueError:
-        return arg  # outside the repository: the same files on both sides
+    return twin_arg(arg, lambda path: twin_of(path, root, tree))
 
 
 def child_args(config: pytest.Config, settings: Settings, root: Path, tree: Path) -> list[str]:

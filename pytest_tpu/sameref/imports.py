@@ -13,8 +13,9 @@ that holds ``.git``) is another one puts ``Redirect`` first on ``sys.meta_path``
 module that the other finders would load from the checkout is loaded from the same place in this
 process's tree instead, or is missing there, as it is in that revision; so is a submodule that a
 finder maps to the checkout (most follow their package's ``__path__``, in the tree already).
-Paths in the checkout whose first part the tree lacks and git does not track there (a virtual
-environment or other untracked folder inside it) are not the repository's and are left alone.
+Paths in the checkout whose first part the tree lacks, git does not track there and is not
+new Python source (a virtual environment or other untracked folder inside it) are not the
+repository's and are left alone; an uncommitted new module is the dirty tree's, missing in REF's.
 """
 
 from __future__ import annotations
@@ -127,9 +128,28 @@ _NOT_THE_PROJECT = frozenset({"conftest", "setup", "test", "tests"})
 def tracked(root: Path) -> list[str]:
     """The paths git tracks in ``root``'s repository, relative to ``root``; [] where git cannot
     tell."""
+    return _ls_files(root)
+
+
+def untracked_sources(root: Path) -> list[str]:
+    """The first parts of ``root`` that hold Python source git does not track yet and does not
+    ignore: a new ``helper.py`` or package not committed. A folder of anything else (a virtual
+    environment that no ``.gitignore`` names) is not counted. [] where git cannot tell."""
+    # --directory names an untracked folder once ("venv/"), not each of its files.
+    listed = _ls_files(root, "--others", "--exclude-standard", "--directory")
+    tops = {name.split("/")[0] for name in listed}
+    return sorted(
+        top for top in tops if top.endswith(".py") or (root / top / "__init__.py").is_file()
+    )
+
+
+def _ls_files(root: Path, *flags: str) -> list[str]:
     try:
         listed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True, timeout=60
+            ["git", "-C", str(root), "ls-files", "-z", *flags],
+            capture_output=True,
+            check=True,
+            timeout=60,
         ).stdout.decode(errors="replace")
     except (OSError, subprocess.SubprocessError):
         return []
@@ -212,10 +232,12 @@ class Redirect:
         return self.tree / relative
 
     def _tops(self) -> frozenset[str]:
-        """The first parts of the paths git tracks in the checkout, once: a module at the top
-        that REF lacks (``helper.py``, committed since) is the repository's, missing here."""
+        """The first parts of the paths git tracks in the checkout, and of Python source it
+        would track once added, once: a module at the top that REF lacks (``helper.py``,
+        committed since, or new and not committed yet) is this tree's, missing in REF's."""
         if self.tracked is None:
-            self.tracked = frozenset(name.split("/")[0] for name in tracked(self.home))
+            tops = {name.split("/")[0] for name in tracked(self.home)}
+            self.tracked = frozenset(tops | set(untracked_sources(self.home)))
         return self.tracked
 
     def find_spec(

@@ -105,10 +105,7 @@ def _where(
 def _placed(arg: str, swap: Swap | None) -> str:
     """A test argument as typed, in the base's worktree where the roles are swapped (a relative
     one is relative to the folder, which has its twin there)."""
-    path, sep, rest = arg.partition("::")
-    if swap is None or not Path(path).is_absolute():
-        return arg
-    return f"{swap.twin(Path(path))}{sep}{rest}"
+    return arg if swap is None else worktree.twin_arg(arg, swap.twin)
 
 
 def kept() -> frozenset[str] | None:

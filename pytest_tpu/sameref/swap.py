@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tpu.sameref.reportrow import number
-from pytest_tpu.sameref.worktree import BORROW_ENV
+from pytest_tpu.sameref.worktree import BORROW_ENV, twin_of
 
 SWAPPED_KEY = "roles_swapped"  # marks a report row turned back by ``inverted``
 _FLIPPED = {"slower": "faster", "faster": "slower"}
@@ -42,12 +42,7 @@ class Swap:
 
     def twin(self, path: Path) -> Path:
         """``path`` in this tree as its twin in the base's worktree (as it is outside)."""
-        try:
-            return (
-                self.tree / path.resolve().relative_to(self.head.resolve()) if self.tree else path
-            )
-        except ValueError:
-            return path
+        return twin_of(path, self.head, self.tree) if self.tree else path
 
     def env(self) -> dict[str, str]:
         return {BORROW_ENV: str(self.head)}

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,23 @@ GIT_TIMEOUT = 120.0
 # A tree a new pair of processes borrows for its base side instead of checking REF out: the
 # head's own, in a pair with the roles swapped (``swap.Swap``).
 BORROW_ENV = "PYTEST_TPU_REF_BORROW"
+
+
+def twin_of(path: Path, root: Path, tree: Path) -> Path:
+    """``path`` under ``root`` as its twin under ``tree``; as it is where it lies outside."""
+    try:
+        return tree / path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return path
+
+
+def twin_arg(arg: str, twin: Callable[[Path], Path]) -> str:
+    """A test argument (``path[::name]``) with an absolute path moved by ``twin``; a relative
+    one as it is: it is relative to the invocation folder, which has its twin already."""
+    path, sep, rest = arg.partition("::")
+    if not Path(path).is_absolute():
+        return arg
+    return f"{twin(Path(path))}{sep}{rest}"
 
 
 class RefError(Exception):
