@@ -828,6 +828,58 @@ def test_the_base_side_imports_the_project_from_its_own_tree(repo, monkeypatch):
     assert "an installed copy" not in result.stdout.str()
 
 
+HATCH_PROJECT = """
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "mylib"
+version = "0"
+"""
+
+
+def hatch_editable(pytester: pytest.Pytester) -> Path:
+    """A virtual environment with this one's packages (this plugin among them) in which the
+    checkout is installed as ``pip install -e .`` does with hatchling: a ``.pth`` naming
+    ``src/``. Its Python."""
+    venv = pytester.path.parent / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    where = [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+    site = Path(subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip())
+    # This environment's site folder with its own .pth files read (the plugin's editable finder).
+    ours = sysconfig.get_path("purelib")
+    (site / "_outer.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    install = [str(python), "-m", "pip", "install", "-q", "-e", str(pytester.path)]
+    subprocess.run(install, check=True, capture_output=True)
+    return python
+
+
+def test_a_project_installed_editable_by_hatchling_is_imported_from_each_tree(repo):
+    # hatchling's editable install puts src/ on sys.path by a .pth file: the base must import
+    # the package from its own worktree, or a slowdown in it cannot show (the README's "pip
+    # install -e" was checked with setuptools only).
+    (repo.path / "pyproject.toml").write_text(HATCH_PROJECT)
+    (repo.path / "src" / "mylib").mkdir(parents=True)
+    (repo.path / "src" / "mylib" / "__init__.py").write_text(LIBRARY.format(n=3000))
+    commit(repo, "a hatchling project in src/", test_bench=USES_LIBRARY)
+    python = hatch_editable(repo)
+    (repo.path / "src" / "mylib" / "__init__.py").write_text(LIBRARY.format(n=9000))
+    commit(repo, "three times the work")
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=25", "-k", "test_fn")
+    result = repo.run(python, "-m", "pytest", *FAST, *args)
+    assert result.ret == REGRESSION_EXIT_CODE
+    result.stdout.fnmatch_lines(
+        [
+            "the base side imported mylib from HEAD~1's worktree: this environment loads them "
+            "from this checkout (an editable install or an absolute PYTHONPATH)*",
+            "test_fn * +* SLOWER",
+        ],
+        consecutive=False,
+    )
+
+
 @UNTIMED
 def test_a_module_only_the_head_has_is_missing_on_the_base_side(repo, monkeypatch):
     commit_a_src_layout(repo, monkeypatch, n=3000)
