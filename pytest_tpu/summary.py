@@ -270,11 +270,9 @@ class SummaryPlugin:
                 tr.write_line("")
                 _lines(tr, cross)
         comparison = self._comparison()
-        one_pair = report.one_pair_rows(comparison or [])
-        if tables:  # "±" and "[a, b]" are different things; the tables say which once (trial 15)
-            tr.write_line(report.legend(comparison is not None, one_pair))
-        elif comparison:  # plain benchmarks: "[a, b]" in the rows, no table and no "±"
-            tr.write_line(report.interval_legend(one_pair))
+        said = report.legend_for(bool(tables), comparison)
+        if said:  # "±" and "[a, b]" are different things: said once (trial 15)
+            tr.write_line(said)
         if comparison is not None:
             self._print_comparison(tr, comparison)
 

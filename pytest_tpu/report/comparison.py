@@ -16,6 +16,8 @@ from pytest_tpu.report.model import (
     VERDICTS,
     ComparisonRow,
     display_name,
+    interval_legend,
+    legend,
     verdict_word,
 )
 
@@ -257,3 +259,13 @@ def _says(note: str, detectable: float) -> bool:
 def one_pair_rows(rows: Sequence[ComparisonRow]) -> bool:
     """Whether some row's interval is one pair of processes' rounds' own (``ONE_PAIR_LEGEND``)."""
     return any(row.noise_source.endswith(ONE_PAIR) for row in rows)
+
+
+def legend_for(tables: bool, comparison: Sequence[ComparisonRow] | None) -> str:
+    """The legend under a report's tables ("±", and "[a, b]" where a comparison shows
+    intervals; trial 15), or under a comparison of plain benchmarks, whose rows show "[a, b]"
+    with no table and no "±"; "" where there is neither."""
+    one_pair = one_pair_rows(comparison or ())
+    if tables:
+        return legend(comparison is not None, one_pair)
+    return interval_legend(one_pair) if comparison else ""

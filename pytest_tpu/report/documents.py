@@ -13,6 +13,7 @@ from pytest_tpu.report.comparison import (
     comparison_notes,
     comparison_summary,
     comparison_table,
+    legend_for,
     one_pair_rows,
     sort_comparison,
 )
@@ -23,7 +24,6 @@ from pytest_tpu.report.model import (
     ComparisonRow,
     WorkloadTable,
     interval_legend,
-    legend,
 )
 from pytest_tpu.report.tables import cross_table, missing_line, speedup_table, table_notes
 from pytest_tpu.roundtimes import RoundTime
@@ -64,10 +64,8 @@ def to_markdown(
         if cross:
             out += ["", f"#### {table.workload} across configurations", "", cross]
         out.append("")
-    if tables:
-        out += [legend(comparison is not None, one_pair_rows(comparison or ())), ""]
-    elif comparison:  # plain benchmarks: "[a, b]" in the rows, no table and no "±"
-        out += [interval_legend(one_pair_rows(comparison)), ""]
+    explained = legend_for(bool(tables), comparison)
+    out += [explained, ""] if explained else []
     if comparison is not None:
         out += _markdown_comparison(comparison, baseline, head)
         out += ["", *(f"- {note}" for note in notes)] if notes else []

@@ -215,7 +215,7 @@ class Redirect:
         self.prefixes = tuple({str(home), os.environ.get(REF_HOME_ENV) or str(home)})
         self.moved: list[str] = []  # the modules it loaded from ``tree``, by name
         self.early: list[str] = []  # the checkout's, loaded before it was installed
-        self.tracked: frozenset[str] | None = None  # ``_tops``, read when first needed
+        self.tops: frozenset[str] | None = None  # ``_tops``, read when first needed
 
     def twin(self, location: str) -> Path | None:
         """``location``'s place in ``tree``, or None where it is not the repository's."""
@@ -235,10 +235,10 @@ class Redirect:
         """The first parts of the paths git tracks in the checkout, and of Python source it
         would track once added, once: a module at the top that REF lacks (``helper.py``,
         committed since, or new and not committed yet) is this tree's, missing in REF's."""
-        if self.tracked is None:
+        if self.tops is None:
             tops = {name.split("/")[0] for name in tracked(self.home)}
-            self.tracked = frozenset(tops | set(untracked_sources(self.home)))
-        return self.tracked
+            self.tops = frozenset(tops | set(untracked_sources(self.home)))
+        return self.tops
 
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
