@@ -234,7 +234,13 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     parser.add_argument("--keep", type=Path, help="keep the repositories and logs here")
-    parser.add_argument("--table", type=Path, help="only print the table of an --out file")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        nargs="+",
+        help="only print the table of --out files (several: their rows pooled, as runs of the "
+        "same decisions on other machines or days)",
+    )
     parser.add_argument("--pairs", type=Path, help="log every row's paired rounds (JSON lines)")
     parser.add_argument(
         "--workloads", default=",".join(KEEP), help=f"comma list, a subset of {', '.join(ALL)}"
@@ -251,7 +257,8 @@ def main() -> None:
         parser.error(f"--workloads: a comma list of {', '.join(ALL)}, not {options.workloads!r}")
     WORKLOADS_KEPT[:] = kept
     if options.table:
-        print(table(json.loads(options.table.read_text())))
+        pooled = [row for path in options.table for row in json.loads(path.read_text())]
+        print(table(pooled))
         return
     if options.pairs:
         log_pairs(options.pairs)
