@@ -361,6 +361,59 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
     assert len(worktrees(repo)) == 1
 
 
+COARSE_THEN_APART = """
+import itertools, os, time
+from pathlib import Path
+
+COUNTER = Path(r"{counter}")
+# In the first pair the sides walk a pattern out of step, so its six rounds are too far apart to
+# resolve the threshold, and its head process runs 7 % fast. A row measured again with more rounds
+# is steady, and each later head process takes the next offset, as if its buffers had landed
+# elsewhere: the new pair's +4.5 % lies further from the first's -7 % than both pairs' rounds allow.
+NESTED = bool(os.environ.get("PYTEST_TPU_REF_ROUNDS"))
+PATTERN = [15.0] if NESTED else [14.5, 15.5, 15.0, 16.0, 14.0, 15.0]
+OFFSET = 1.0
+if {head}:
+    count = len(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text("x" * (count + 1))
+    OFFSET = [0.93, 1.045, 1.0, 1.02, 0.99][count % 5]
+calls = itertools.count()
+
+def work():
+    time.sleep(OFFSET * PATTERN[(next(calls) + {shift}) % len(PATTERN)] / 1000)
+
+def test_apart(benchmark):
+    benchmark.pedantic(work, rounds=6)
+"""
+
+
+def test_a_row_whose_two_pairs_lie_apart_is_measured_by_a_third_and_judged_on_their_spread(repo):
+    counter = repo.path.parent / f"{repo.path.name}-heads"
+    base = COARSE_THEN_APART.format(counter=counter, head=False, shift=1)
+    commit(repo, "base", test_bench=base)
+    commit(repo, "head", test_bench=COARSE_THEN_APART.format(counter=counter, head=True, shift=0))
+    args = ("--compare-ref=HEAD~1", "--fail-on-regression=10", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    result.stdout.fnmatch_lines(
+        [
+            "measured 1 inconclusive benchmark(s) again with up to [234]x the rounds in a new "
+            "pair of processes; 1 whose two pairs lay apart measured by a third pair*[[]* s]",
+        ],
+        consecutive=False,
+    )
+    (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    # Two pairs' spread alone, on one degree of freedom, put this row at about -1 % [-60, +70];
+    # three or more pairs tell it within a fraction of that.
+    pairs = int(row["noise_source"].split()[0])
+    assert pairs >= 3 and row["noise_source"].startswith(f"{pairs} pairs of processes in this job")
+    assert re.search(r"a third pair \S+ \[[^]]*\] \([234]x the rounds\)", row["note"]), row
+    assert row["ci_high"] - row["ci_low"] < 40, row
+    assert row["regression"] is False and result.ret == pytest.ExitCode.OK
+    # Every head process after the first measured the row: one per pair.
+    assert len(counter.read_text()) == pairs
+    assert len(worktrees(repo)) == 1
+
+
 # A real +7 % whose pairs of processes differ widely: +20 %, +2 %, -0.5 %, +14 %, +12 %, then +7 %
 # each. Five pairs leave it open (their interval from below zero past the 10 % threshold), leaning
 # slower (a mean of +7 %): more pairs measure it, two at a time. (The offsets do not follow the

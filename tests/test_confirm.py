@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.sameref.confirm import _after_new_pair, _Asked, _judged, _Nested
+from pytest_tpu.sameref.confirm import _after_new_pair, _Asked, _judged
+from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.judge import by_new_pair, by_pairs, once_more, to_more_pairs
 from pytest_tpu.sameref.resolve import _resolved, factor_for
 from pytest_tpu.sameref.swap import inverted
@@ -416,7 +417,7 @@ def test_a_regression_waiting_for_a_third_pair_that_cannot_run_stands(tmp_path):
     # pass as two pairs' wide spread.
     off = {FIRST.nodeid: again(0.2, -0.3, 0.7)}
     thresholds = {FIRST.nodeid: 0.05}
-    at = _Nested("HEAD", 5.0, tmp_path, (), None)
+    at = Nested("HEAD", 5.0, tmp_path, (), None)
     found, note = _after_new_pair(
         [FIRST], {FIRST.nodeid: FIRST}, thresholds, off, {}, [FIRST.nodeid], {FIRST.nodeid: 1}, at
     )

@@ -61,6 +61,26 @@ def test_a_first_pair_the_new_pairs_show_far_off_does_not_vouch_for_its_other_ro
     assert "INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive" in line
 
 
+def test_an_inconclusive_row_of_a_pair_shown_far_off_stays_inconclusive_and_says_why():
+    # r86, quiet: the pair that measured a Keras CNN made 5 % slower again read it -1.5 %
+    # [-3.6, +0.7], `inconclusive`, while a row it measured that new pairs measured again read
+    # 4.2 % off. Its verdict stands; its reason carries the offsets, so that it is not pooled
+    # with another pair into `unchanged` (tests/test_pooled.py).
+    hidden = first_pair(NUMPY, slower=0.05, offset=-0.044, spread=0.08)
+    assert hidden.verdict == "inconclusive" and hidden.high < 0.05
+    remeasured = first_pair(AGAIN, slower=0.10, offset=-0.044, seed=2)
+    reports = [pair_report(10.2, 0.2), pair_report(9.8, 0.2)]
+    offset = first_pair_offset({AGAIN: remeasured}, {AGAIN: reports}, {AGAIN: 0.05})
+    row = allowed_for(hidden, 0.05, offset)
+    assert row.verdict == "inconclusive" and row.regression is False
+    assert row.detectable == hidden.detectable and row.change == hidden.change
+    assert row.reason.startswith(hidden.reason)
+    assert "as large as those allow" in row.reason and AGAIN in row.reason
+    # Where the offsets leave its interval room under the threshold, nothing is said.
+    small = Offset(rms=0.002, count=1, largest=AGAIN, largest_log=0.002)
+    assert allowed_for(hidden, 0.05, small) == hidden
+
+
 def test_new_pairs_that_agree_with_the_first_pair_leave_its_unchanged_rows_alone():
     hidden = first_pair(NUMPY, slower=0.0, offset=0.0)
     assert hidden.verdict == "unchanged"

@@ -10,9 +10,10 @@ import pytest
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import gate_lines
+from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW
 from pytest_tpu.sameref.pooled import POOLED
-from pytest_tpu.sameref.resolve import _resolved
+from pytest_tpu.sameref.resolve import _apart_by_more_pairs, _resolved
 
 ONE = "paired rounds in this job, one pair of processes"
 
@@ -96,6 +97,21 @@ def test_a_pair_other_rows_showed_apart_is_not_pooled():
     assert row.verdict == "inconclusive"
 
 
+def test_a_new_pair_its_own_session_showed_apart_is_not_pooled():
+    # r86, quiet, a Keras CNN made 5 % slower: +3.5 % [-2.0, +9.2] by its first pair, -1.5 %
+    # [-3.6, +0.7] by the new pair with 4x the rounds, whose unchanged copy read -4.9 % and whose
+    # row that new pairs measured again read 4.2 % off. Pooled, the two said `unchanged` at
+    # -0.8 % [-2.7, +1.1]: the new pair's offset was the size of the threshold.
+    one = first(3.5, -2.0, 9.2)
+    measured = again(-1.5, -3.6, 0.7, 40)
+    assert _resolved(one, measured, 4, 0.05).verdict == "unchanged"
+    held = {**measured, "note": f"an offset between its two processes {AS_THOSE_ALLOW} (8.5%)"}
+    row = _resolved(one, held, 4, 0.05)
+    assert row.verdict == "inconclusive"
+    assert row.noise_source == f"40 {ONE}"  # the new pair's own reading, not pooled
+    assert AS_THOSE_ALLOW in row.reason
+
+
 def test_a_slower_new_pair_is_never_pooled_into_unchanged():
     measured = {**again(6.8, 4.0, 9.8, 40), "verdict": "slower"}
     row = _resolved(first(3.7, -4.6, 12.8), measured, 4, 0.05)
@@ -126,3 +142,19 @@ def test_pairs_that_disagree_are_judged_on_their_spread_not_on_the_new_pair_alon
     row = _resolved(first(5.4, 3.2, 7.6), again(2.9, 1.6, 4.3, 30), 4, 0.05)
     assert row.verdict == "inconclusive"
     assert row.noise_source.startswith("2 pairs of processes")
+
+
+def test_a_third_pair_that_cannot_run_leaves_the_two_pairs_spread_and_says_so(tmp_path):
+    # r86, quiet, an unchanged Keras CNN: -2.8 % by its first pair, +1.9 % with 3x the rounds.
+    # The third pair's nested session really runs, and fails: its rootdir is no git checkout.
+    one, measured = first(-2.8, -7.1, 1.7), again(1.9, -0.1, 3.9, 30)
+    two = _resolved(one, measured, 3, 0.05)
+    assert "further from the first than both pairs' rounds allow" in two.reason
+    at = Nested("HEAD", 5.0, tmp_path, (), None)
+    thresholds = {one.nodeid: 0.05}
+    rows, note = _apart_by_more_pairs(
+        [one], [two], {one.nodeid: measured}, {one.nodeid: 3}, thresholds, at
+    )
+    assert rows == [two]  # inconclusive on two pairs, as before
+    assert note.startswith("; 1 whose two pairs lay apart measured by a third pair (that ")
+    assert note.endswith(": judged on two pairs)")

@@ -57,14 +57,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.gate.stats import TAIL, Change
 from pytest_tpu.sameref import offsets, pairs
+from pytest_tpu.sameref.further import Nested, Spread, confirming_env
 from pytest_tpu.sameref.judge import (
     by_new_pair,
     by_pairs,
@@ -77,8 +77,8 @@ from pytest_tpu.sameref.judge import (
     turns_round,
     with_rounds,
 )
-from pytest_tpu.sameref.nested import CONFIRM_ENV, ROUNDS_ENV, factors, nested
-from pytest_tpu.sameref.rows import TAIL_ENV, doubtful, lean_factor
+from pytest_tpu.sameref.nested import ROUNDS_ENV, factors, nested
+from pytest_tpu.sameref.rows import doubtful, lean_factor
 from pytest_tpu.sameref.swap import Swap
 
 
@@ -174,7 +174,7 @@ def remeasure(
     inherited = factors()  # a session with more rounds already: its new pairs start there
     # Every new pair that checks a reading takes as many rounds as it needs, no more (``lean``).
     start = {**lean(rows, asked.measured, thresholds), **inherited}
-    env = {**_confirming(rows), **({ROUNDS_ENV: json.dumps(start)} if start else {})}
+    env = {**confirming_env(rows), **({ROUNDS_ENV: json.dumps(start)} if start else {})}
     again, problem = nested(asked.measured, commit, pct, rootdir, measuring, env, swap)
     if problem:  # a broken re-measurement must not turn a measured regression into a pass
         return list(rows), f"the re-measurement {problem}: the first one stands"
@@ -182,7 +182,7 @@ def remeasure(
     wanted = more_rounds_for(asked.failing, again, thresholds, most, inherited)
     by_id = {row.nodeid: row for row in rows}
     agreed, turned = _to_third(by_id, asked, again, thresholds, wanted)
-    at = _Nested(commit, pct, rootdir, measuring, swap)
+    at = Nested(commit, pct, rootdir, measuring, swap)
     last_rounds: dict[str, float] = {**{n: start.get(n, 1) for n in agreed}, **wanted}
     found, note = _after_new_pair(rows, by_id, thresholds, again, wanted, agreed, last_rounds, at)
     judged = _judged(rows, thresholds, asked, again, wanted, turned, found)
@@ -243,14 +243,14 @@ def _after_new_pair(
     wanted: Mapping[str, int],
     agreed: Sequence[str],
     last_rounds: Mapping[str, float],
-    at: _Nested,
+    at: Nested,
 ) -> tuple[_Later, str]:
     """The third pair (or the pair measuring once more with more rounds) and the further pairs
     where the spread decides, with what the summary line adds."""
     found = _Later(more={}, later={}, standing=set(), problem="")
     if not last_rounds:
         return found, ""
-    env = {**_confirming(rows), ROUNDS_ENV: json.dumps(last_rounds)}
+    env = {**confirming_env(rows), ROUNDS_ENV: json.dumps(last_rounds)}
     found.more, found.problem = nested(
         list(last_rounds), at.commit, at.pct, at.rootdir, at.measuring, env
     )
@@ -289,7 +289,7 @@ def _after_new_pair(
     }
     if spread_rows:
         rounds = {n: last_rounds[n] for n in spread_rows}
-        spread = _Spread(by_id, thresholds, rounds, at, marked)
+        spread = Spread(by_id, thresholds, rounds, at, marked)
         broken, further = spread.further(found.later)
         found.standing |= broken
         note += further
@@ -330,7 +330,7 @@ def _offset_allowed(
     pairs_of: Mapping[str, Sequence[Mapping[str, Any] | None]],
     thresholds: Mapping[str, float],
     measured: set[str],
-    at: _Nested,
+    at: Nested,
 ) -> tuple[list[Row], str]:
     """``judged`` with the rows only the first pair measured held to the offset the rows
     measured again show (``offsets.allowed_for``), each such row then judged on a new pair of
@@ -358,7 +358,7 @@ def _by_own_pairs(
     held_out: Sequence[Row],
     held: Sequence[str],
     thresholds: Mapping[str, float],
-    at: _Nested,
+    at: Nested,
     note: str,
 ) -> tuple[list[Row], str]:
     """``held_out`` (``judged`` as the other rows' offset holds it) with each ``held`` row judged
@@ -368,7 +368,7 @@ def _by_own_pairs(
     # where it has more), with the roles swapped as the first new pair's were.
     inherited = {n: factor for n, factor in factors().items() if n in held}
     rounds = {**lean(judged, held, thresholds), **inherited}
-    env = {**_confirming(judged), **({ROUNDS_ENV: json.dumps(rounds)} if rounds else {})}
+    env = {**confirming_env(judged), **({ROUNDS_ENV: json.dumps(rounds)} if rounds else {})}
     own, problem = nested(held, at.commit, at.pct, at.rootdir, at.measuring, env, at.swap)
     if problem:  # the warning stands: nothing shows those rows' own offsets
         return list(held_out), f"{note} are inconclusive (their own new pair {problem})"
@@ -396,13 +396,6 @@ def lean(
     return {nodeid: share for nodeid, share in shares if nodeid in checked and share < 1}
 
 
-def _confirming(rows: Iterable[Row]) -> dict[str, str]:
-    """The environment of a nested session that re-measures ``rows``' regressions: it does not
-    confirm again, and judges those found on the mean of all rounds on that statistic."""
-    tailed = [row.nodeid for row in rows if row.statistic == TAIL]
-    return {CONFIRM_ENV: "1", **({TAIL_ENV: json.dumps(tailed)} if tailed else {})}
-
-
 def _outcome(
     judged: Sequence[Row], failing: Sequence[str], improving: Sequence[str], under: Sequence[str]
 ) -> str:
@@ -424,76 +417,3 @@ def _outcome(
         reached = sum(row.regression for row in judged if row.nodeid in under)
         found.append(f"{reached} of {len(under)} slowdown(s) under the threshold reach it")
     return f" ({'; '.join(found)})"
-
-
-_Open = Callable[[Change | None, float], bool]  # pairs.still_open or pairs.leans_open
-
-
-@dataclass(frozen=True)
-class _Nested:
-    """What every further pair's nested session is started with."""
-
-    commit: str
-    pct: float
-    rootdir: Path
-    measuring: Sequence[str]
-    swap: Swap | None
-
-
-@dataclass(frozen=True)
-class _Spread:
-    """Regressions judged on the spread between pairs: their first rows, thresholds and rounds,
-    and how their further pairs are started."""
-
-    rows: Mapping[str, Row]
-    thresholds: Mapping[str, float]
-    rounds: Mapping[str, float]
-    session: _Nested
-    marked: Mapping[str, float]  # rows whose pairs take more rounds than the first: by how many
-
-    def further(self, later: dict[str, list[Mapping[str, Any] | None]]) -> tuple[set[str], str]:
-        """Add ``pairs.FURTHER`` pairs' rows to ``later`` where three pairs leave a regression
-        open, and two at a time up to ``pairs.MOST`` where five or more leave it open leaning
-        slower (``pairs.leans_open``); the node ids whose further pairs could not run (their
-        first measurement stands), and what the summary line adds."""
-        opened = self._left(later, pairs.still_open)
-        if not opened:
-            return set(), ""
-        note = f"; {len(opened)} that three pairs left open measured by {pairs.FURTHER} more"
-        adding, first = opened, 0
-        while adding:
-            broken = self._add(adding, later)
-            if broken:  # as everywhere: a broken re-measurement leaves the first one standing
-                return set(adding), f"{note} (that re-measurement {broken}: the first one stands)"
-            adding = self._left(later, pairs.leans_open)
-            if adding and not first:
-                first = len(adding)
-                note += f"; {first} that five left open, leaning slower, measured by up to "
-                note += f"{pairs.MOST - 5} more"
-        return set(), note
-
-    def _left(self, later: Mapping[str, list[Mapping[str, Any] | None]], still: _Open) -> list[str]:
-        """The rows whose pairs so far (fewer than ``pairs.MOST``) leave them ``still`` open."""
-        return [
-            n
-            for n, rows in later.items()
-            if len(rows) + 1 < pairs.MOST
-            and still(pairs.across(self.rows[n], rows), self.thresholds[n])
-        ]
-
-    def _add(self, nodeids: Sequence[str], later: dict[str, list[Mapping[str, Any] | None]]) -> str:
-        """``pairs.FURTHER`` more pairs' rows for ``nodeids``, appended to ``later``; what went
-        wrong, or ""."""
-        rounds = json.dumps({n: self.rounds[n] for n in nodeids})
-        env = {**_confirming(self.rows.values()), ROUNDS_ENV: rounds}
-        at = self.session
-        for index in range(pairs.FURTHER):  # the roles swapped in every second pair, as before
-            roles = at.swap if index % 2 == 0 else None
-            found, problem = nested(
-                list(nodeids), at.commit, at.pct, at.rootdir, at.measuring, env, roles
-            )
-            if problem:
-                return problem
-            for nodeid in nodeids:
-                later[nodeid].append(with_rounds(found.get(nodeid), self.marked.get(nodeid, 1)))
-        return ""

@@ -113,15 +113,25 @@ def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
     """``row`` as it stands once the first pair's measured ``offset`` is allowed for: a row that
     pair alone called ``unchanged`` whose interval does not clear the threshold by the room the
     offsets ask (``Offset.bound``) becomes ``inconclusive``, its detectable change widened by
-    them."""
+    them.
+
+    A row that pair left ``inconclusive`` stays so, its reason saying the same where its interval
+    leaves no such room: a pair that measures it again with more rounds is then not pooled with
+    it into ``unchanged``, and neither is this row where it is that pair's own reading
+    (``pooled.resolved_together``). (r86, quiet, a Keras CNN made 5 % slower: the pair that
+    measured it again with 4x the rounds read it -1.5 % [-3.6, +0.7], its unchanged copy -4.9 %,
+    and a row it measured that new pairs measured again 4.2 % off; pooled with the first pair's
+    +3.5 % [-2.0, +9.2], it was called ``unchanged`` at -0.8 % [-2.7, +1.1].)"""
     if offset is None or offset.rms <= 0 or row.status != "compared":
         return row
-    if row.verdict != "unchanged" or not row.noise_source.endswith(ONE_PAIR):
+    if row.verdict not in ("unchanged", "inconclusive") or not row.noise_source.endswith(ONE_PAIR):
         return row
     if row.change is None or row.high is None or row.high <= -1:
         return row
     if math.log1p(row.high) + offset.bound < math.log1p(threshold):
         return row
+    if row.verdict == "inconclusive":
+        return replace(row, reason=_joined(row.reason, f"but {_offset_text(offset)}"))
     detectable = row.detectable
     if detectable is not None and math.isfinite(detectable) and detectable > -1:
         # The rounds' error and the offset's add as variances, the offset's scaled as the
@@ -129,13 +139,20 @@ def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
         detectable = math.expm1(math.hypot(math.log1p(detectable), _DETECT * offset.rms))
     why = (
         f"{row.change:+.1%} [{pct(row.low)}, {pct(row.high)}] in one pair of processes, within "
-        f"its threshold ({threshold:.1%}) by its rounds; but the {offset.count} benchmark(s) "
-        f"new pairs measured again read {math.expm1(offset.rms):.1%} off in this pair (root mean "
-        f"square; {offset.largest} {math.expm1(offset.largest_log):+.1%}): an offset between its "
-        f"two processes {AS_THOSE_ALLOW} ({math.expm1(offset.bound):.1%}) could hide a "
-        "regression of the threshold"
+        f"its threshold ({threshold:.1%}) by its rounds; but {_offset_text(offset)}"
     )
     return replace(row, verdict="inconclusive", reason=why, detectable=detectable)
+
+
+def _offset_text(offset: Offset) -> str:
+    """What the rows measured again showed of the pair's offsets, and what it means for a row."""
+    return (
+        f"the {offset.count} benchmark(s) new pairs measured again read "
+        f"{math.expm1(offset.rms):.1%} off in this pair (root mean square; {offset.largest} "
+        f"{math.expm1(offset.largest_log):+.1%}): an offset between its two processes "
+        f"{AS_THOSE_ALLOW} ({math.expm1(offset.bound):.1%}) could hide a regression of the "
+        "threshold"
+    )
 
 
 # Opens what a row's own new pair read, in its reason (``by_own_pair``).

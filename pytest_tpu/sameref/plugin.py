@@ -460,7 +460,9 @@ class HeadPlugin:
         # only compares: resolving buys a verdict for the gate.
         if self.settings.gating and not resolve.resolving():
             started = time.monotonic()
-            rows, line = resolve.resolve(rows, self.commit, pct, root, measuring, self.own, most)
+            rows, line = resolve.resolve(
+                rows, self.commit, pct, root, measuring, self.own, most, swap
+            )
             lines.append(_took(line, started))
         self.lines += [line for line in lines if line]
         return rows

@@ -49,6 +49,8 @@ from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
 from pytest_tpu.sameref.pairs import Reading, apart, of_report, of_row
 
 POOLED = "two pairs of processes pooled"  # ends a pooled row's noise source
+# Says, in a row's reason, that its two pairs disagree (``apart_together``): more pairs measure it.
+APART = "further from the first than both pairs' rounds allow"
 
 
 def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
@@ -72,8 +74,10 @@ def apart_together(first: Row, resolved: Row, again: Mapping[str, Any], lead: st
     "UNRESOLVED +5.8 % ... 98.0 % sure" slower beside the session's real regressions.
 
     Both pairs count alike (the first was picked for its coarse rounds, not for what it read):
-    their mean, uncertain by their spread on one degree of freedom, and ``inconclusive``. A
-    regression the new pair's own new pairs confirmed stands: more pairs measured it."""
+    their mean, uncertain by their spread on one degree of freedom, and ``inconclusive``; its
+    reason says ``APART``, and a third pair then measures it (``resolve``: one degree of freedom
+    is an interval too wide to tell anything). A regression the new pair's own new pairs
+    confirmed stands: more pairs measured it."""
     if resolved.confirmed is True:  # (pairs that agree were pooled above: never apart)
         return resolved
     if first.confirmed is not None or first.regression:  # not a first pair's own reading
@@ -84,9 +88,8 @@ def apart_together(first: Row, resolved: Row, again: Mapping[str, Any], lead: st
     logs = [one.log, new.log]
     spread = between_pairs(logs, logs, math.hypot(one.se, new.se) / 2)
     why = (
-        f"{lead}; that pair read {interval_text(again)}, further from the first than both "
-        "pairs' rounds allow: their processes differ by an offset neither pair shows, so the "
-        "two are judged together, on their spread"
+        f"{lead}; that pair read {interval_text(again)}, {APART}: their processes differ by an "
+        "offset neither pair shows, so the two are judged together, on their spread"
     )
     base = resolved.base_value
     current = None if base is None else base * (1 + spread.estimate)
@@ -119,8 +122,11 @@ def resolved_together(
     if first.confirmed is not None:  # new pairs measured it before: not its first pair's reading
         return resolved
     # A pair whose processes other rows showed apart, or whose own new pair read it, has an
-    # offset measured larger than the one-pair room: that room does not hold for it.
+    # offset measured larger than the one-pair room: that room does not hold for it. Nor for the
+    # new pair where the rows it measured again showed its processes apart (``offsets``).
     if AS_THOSE_ALLOW in first.reason or OWN_PAIR_READ in first.reason:
+        return resolved
+    if AS_THOSE_ALLOW in str(again.get("note") or ""):
         return resolved
     if first.statistic or again.get("statistic") == TAIL:  # the mean of all rounds: not pooled
         return resolved

@@ -17,6 +17,11 @@ processes, and the new pair draws both afresh. (r63, quiet, a Keras CNN made 5 %
 ``inconclusive`` unmeasured because they leaned slower by less than half the threshold; r24
 measured every such row leaning slower at all, and caught 7 and 7 of 20 +5 % CNN rows where the
 half-threshold rule caught 4 and 6, with no same-code row failed either way.)
+
+Where the new pair lies further from the first than both pairs' rounds allow, an offset between
+processes neither pair shows is at work, and two readings of it say little of its size: a third
+pair with the same rounds measures the row, and more where three leave it open, and their spread
+decides (``_apart_by_more_pairs``), as for a regression that new pairs measure (``confirm``).
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import SPREAD_OF_PAIRS
-from pytest_tpu.sameref import judge, nested, pooled
+from pytest_tpu.sameref import judge, nested, pairs, pooled
+from pytest_tpu.sameref.further import Nested, Spread, confirming_env
 from pytest_tpu.sameref.offsets import OWN_PAIR_READ
 from pytest_tpu.sameref.reportrow import number
 from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within
+from pytest_tpu.sameref.swap import Swap
 
 
 def resolving() -> bool:
@@ -98,11 +105,13 @@ def resolve(
     measuring: Sequence[str],
     own: Mapping[str, float],
     most: int,
+    swap: Swap | None = None,
 ) -> tuple[list[Row], str]:
     """``rows`` with each unresolved one replaced by a new pair's, and a line on what ran.
 
     ``percent`` is the session's time threshold in percent; ``own`` a benchmark's own (a
-    fraction, from its marker), by node id; ``most`` the largest factor of rounds.
+    fraction, from its marker), by node id; ``most`` the largest factor of rounds. With ``swap``,
+    a third pair, where two lie apart, runs with the roles swapped.
     """
     thresholds = {row.nodeid: own.get(row.nodeid, percent / 100) for row in rows}
     wanted = {
@@ -120,10 +129,57 @@ def resolve(
         f"measured {len(wanted)} inconclusive benchmark(s) again with up to "
         f"{max(wanted.values())}x the rounds in a new pair of processes"
     ) + _confirmed_there(again, wanted)
-    return [
+    resolved = [
         _resolved(row, again.get(row.nodeid), wanted.get(row.nodeid, 0), thresholds[row.nodeid])
         for row in rows
-    ], line
+    ]
+    at = Nested(commit, percent, rootdir, measuring, swap)
+    resolved, more = _apart_by_more_pairs(rows, resolved, again, wanted, thresholds, at)
+    return resolved, line + more
+
+
+def _apart_by_more_pairs(
+    first: Sequence[Row],
+    resolved: Sequence[Row],
+    again: Mapping[str, Mapping[str, Any]],
+    factors: Mapping[str, int],
+    thresholds: Mapping[str, float],
+    at: Nested,
+) -> tuple[list[Row], str]:
+    """``resolved`` with each row whose new pair lay further from the first than both pairs'
+    rounds allow (``pooled.apart_together``) measured by a third pair with the same rounds, and by
+    more where three leave it open (``further.Spread``), then judged on the spread of them all
+    (``judge.by_pairs``); what the summary line adds.
+
+    Two pairs' spread has one degree of freedom: an interval 12.7 standard errors wide each way,
+    which said nothing a user could act on (r85, quiet: an unchanged Keras CNN row two pairs read
+    -3.4 % and +1.9 %, shown ``inconclusive``, "detects 195 %"; r86: -2.8 % and +1.9 %, "detects
+    161 %"). Three pairs have two, at a third of that width."""
+    apart = [row.nodeid for row in resolved if pooled.APART in row.reason]
+    if not apart:
+        return list(resolved), ""
+    rounds = {nodeid: factors[nodeid] for nodeid in apart}
+    env = {**confirming_env(first), nested.ROUNDS_ENV: json.dumps(rounds)}
+    # The new pair with more rounds led as the first did: the third takes the other roles.
+    third, problem = nested.nested(apart, at.commit, at.pct, at.rootdir, at.measuring, env, at.swap)
+    note = f"; {len(apart)} whose two pairs lay apart measured by a third pair"
+    if problem:  # the two pairs' spread stands: wide, and inconclusive
+        return list(resolved), f"{note} (that re-measurement {problem}: judged on two pairs)"
+    by_id = {row.nodeid: row for row in first}
+    later = {
+        n: [judge.with_rounds(again.get(n), rounds[n]), judge.with_rounds(third.get(n), rounds[n])]
+        for n in apart
+    }
+    # A row the third pair has no interval for keeps the two pairs' spread.
+    later = {n: rows for n, rows in later.items() if pairs.across(by_id[n], rows) is not None}
+    spread = Spread(by_id, thresholds, rounds, at, rounds, broken_leaves="judged on those so far")
+    _, further = spread.further(later)
+    return [
+        judge.by_pairs(by_id[row.nodeid], later[row.nodeid], thresholds[row.nodeid])
+        if row.nodeid in later
+        else row
+        for row in resolved
+    ], note + further
 
 
 def _confirmed_there(again: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, int]) -> str:
