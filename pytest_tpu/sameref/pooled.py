@@ -124,9 +124,8 @@ def resolved_together(
     # A pair whose processes other rows showed apart, or whose own new pair read it, has an
     # offset measured larger than the one-pair room: that room does not hold for it. Nor for the
     # new pair where the rows it measured again showed its processes apart (``offsets``).
-    if AS_THOSE_ALLOW in first.reason or OWN_PAIR_READ in first.reason:
-        return resolved
-    if AS_THOSE_ALLOW in str(again.get("note") or ""):
+    held = f"{first.reason} {again.get('note') or ''}"
+    if AS_THOSE_ALLOW in held or OWN_PAIR_READ in first.reason:
         return resolved
     if first.statistic or again.get("statistic") == TAIL:  # the mean of all rounds: not pooled
         return resolved
