@@ -24,7 +24,10 @@ times, under two rules:
 - ``open``: ``new`` where a new pair (or the pair measuring once more) that leaves a regression
   open sends it to more pairs instead of withdrawing it, and five or more pairs that leave it
   open leaning slower are joined by two more at a time, up to ``pairs.MOST`` (shipped since
-  session 25).
+  session 25);
+- ``band``: ``open`` with the band from a quarter of the threshold (``quarter``'s band under
+  today's rules: the spread of pairs decides at 99.5 %, ``pairs.SURE``, and pairs that leave it
+  open leaning slower are joined by more).
 
 The table also gives the new pairs each rule takes per first row: what it costs.
 
@@ -61,7 +64,7 @@ from pytest_tpu.sameref.turns import Rounds  # noqa: E402
 from pytest_tpu.summary import from_gate_row  # noqa: E402
 
 Cell = tuple[str, str, float]  # workload, style, arm
-RULES = ("old", "new", "quarter", "open")
+RULES = ("old", "new", "quarter", "open", "band")
 
 
 class _Counted:
@@ -121,16 +124,16 @@ def quarter(first: Row, threshold: float) -> bool:
 
 def judged(first: Row, draws: Iterator[Row], threshold: float, rule: str) -> Row:
     """``first`` as the confirmation leaves it under ``rule``, its new pairs from ``draws``."""
-    new, most = rule != "old", pairs.MOST if rule == "open" else 5
+    new, most = rule != "old", pairs.MOST if rule in ("open", "band") else 5
     if first.regression:
         again = reported(next(draws))
         if judge.once_more(again, threshold, 4):
             last = reported(next(draws))
-            if rule == "open" and pairs.leaves_open(last, threshold):
+            if rule in ("open", "band") and pairs.leaves_open(last, threshold):
                 later = _pairs_of(first, draws, threshold, most=most, start=[again, last])
                 return judge.by_pairs(first, later, threshold)
             return judge.by_new_pair(first, again, threshold, (4, last))
-        if rule == "open":
+        if rule in ("open", "band"):
             more = judge.to_more_pairs(first, again, threshold)
         else:  # before session 25 an open new pair withdrew the regression; ``old``: agreeing only
             more = judge.confirms(again, threshold) or (new and pairs.disagree(first, again))
@@ -140,8 +143,8 @@ def judged(first: Row, draws: Iterator[Row], threshold: float, rule: str) -> Row
         return judge.by_new_pair(first, again, threshold)
     if first.status == "compared" and first.verdict == "faster":
         return judge.improvement(first, reported(next(draws)), threshold)
-    if (rule in ("new", "open") and rows.doubtful(first, threshold)) or (
-        rule == "quarter" and quarter(first, threshold)
+    if (rule in ("new", "open", "band") and rows.doubtful(first, threshold)) or (
+        rule in ("quarter", "band") and quarter(first, threshold)
     ):
         return judge.by_pairs(first, _pairs_of(first, draws, threshold, most=most), threshold)
     return first

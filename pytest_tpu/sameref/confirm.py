@@ -12,11 +12,11 @@ with a regression, a third pair measures it and the spread between the three pai
 (``pairs``, sure at 99.5 %; two more pairs where three leave it open, and up to thirteen in all
 while they leave it open leaning slower): two pairs can agree on an offset of their processes by
 chance, each within its own narrow interval. So is a regression the new pair lies further from
-than both pairs' rounds allow (two pairs, two offsets), or leaves open, and a slowdown between
-half the threshold and the threshold that one pair was sure of, or could not rule the threshold
-out for (``rows.doubtful``): an offset may have made a regression of the threshold look that
-small, and one pair alone calls it nothing either way. Passing sessions without an improvement
-or such a slowdown pay nothing.
+than both pairs' rounds allow (two pairs, two offsets), or leaves open, and a slowdown from a
+quarter of the threshold to the threshold that one pair was sure of, or one of half the threshold
+or more that it could not rule the threshold out for (``rows.doubtful``): an offset may have
+made a regression of the threshold look that small, and one pair alone calls it nothing either
+way. Passing sessions without an improvement or such a slowdown pay nothing.
 
 Agreeing asks less than finding: the first pair was already 99 % (one-sided) sure of a slowdown
 whose interval reaches the threshold; the new pair has only to rule out that the first pair's

@@ -180,14 +180,15 @@ def one_pair(row: Row, threshold: float) -> Row:
     interval rules the threshold out: that interval is the two processes', and only a pair that
     could have seen the threshold vouches for the code (trial 23, a Keras LSTM).
 
-    A slowdown from a quarter to half the threshold is ``inconclusive`` too, and is not measured
-    again (``leans_slower``): its rounds rule the threshold out, an offset between the processes
-    does not. (r47, beside the bursty neighbour: 9 of 120 rows of a +5 % commit were called
-    ``unchanged`` on one pair's -0.3 to +2.5 %, 7 of them between a quarter and half the
-    threshold; so were 9 of the 69 one-pair ``unchanged`` rows of unchanged code. Measuring that
-    band by new pairs made enough pairs agree on an offset now and then to fail unchanged code,
-    in a replay of r43's pairs: experiments/compare_ref/RESULTS.md, "Why the band starts at
-    half the threshold".)
+    A slowdown from a quarter to half the threshold is ``inconclusive`` too (``leans_slower``):
+    its rounds rule the threshold out, an offset between the processes does not. Where the pair
+    is 99 % sure of it, new pairs measure it as they do a slowdown of half the threshold or more
+    (``doubtful``). (r47, beside the bursty neighbour: 9 of 120 rows of a +5 % commit were called
+    ``unchanged`` on one pair's -0.3 to +2.5 %, 7 of them in this band; r86, quiet: 4 of the 10
+    misses of a +5 % commit read +1.7 to +2.5 % in one pair. A replay of r43's pairs under the
+    rules of that day failed unchanged code now and then when new pairs measured this band; the
+    spread between pairs has had to be 99.5 % sure since (``pairs.SURE``), and r88's replay
+    failed none: experiments/compare_ref/RESULTS.md, "The band from a quarter".)
     """
     if row.change is None or row.regression:
         return row
@@ -210,7 +211,7 @@ def one_pair(row: Row, threshold: float) -> Row:
             f"({threshold:.1%}): a slowdown of the threshold is not ruled out; the pair's rounds "
             "exclude it, but an offset between two processes with the same code (a percent or "
             "two here, more for some workloads) could hide it; new pairs of processes measure "
-            "only a slowdown of half the threshold or more"
+            "it where the pair is sure of a slowdown (99 %)"
         )
         return replace(row, verdict="inconclusive", reason=why)
     if row.verdict == "unchanged" and leaves_no_room(row, threshold):
@@ -291,8 +292,9 @@ def one_pair_note(rows: Sequence[Row]) -> str:
 
 
 def doubtful(row: Row, threshold: float) -> bool:
-    """Whether one pair measured a slowdown between half the threshold and the threshold that it
-    was sure of, or whose interval reaches the threshold (``one_pair`` left it ``inconclusive``):
+    """Whether one pair measured a slowdown from a quarter of the threshold to the threshold that
+    it was sure of, or one of half the threshold or more whose interval reaches the threshold
+    (``one_pair`` left it ``inconclusive``):
     an offset between its two processes can make a regression of the threshold read that small,
     or an unchanged benchmark read that large, so new pairs measure it and their spread decides
     (``confirm``). (r43, the same job, quiet: a numpy function 4.7 % slower by a plain run read
@@ -305,6 +307,8 @@ def doubtful(row: Row, threshold: float) -> bool:
         return False
     if row.change is None or row.confidence is None or SPREAD_OF_PAIRS in row.noise_source:
         return False
+    if leans_slower(row.change, threshold):
+        return row.confidence >= FAIL_CONFIDENCE
     if not under_threshold(row.change, threshold):
         return False
     open_here = leaves_threshold_open(row, threshold) and not cannot_catch(row, threshold)
@@ -332,8 +336,9 @@ def leaves_no_room(row: Row, threshold: float) -> bool:
 
 
 def leans_slower(change: float, threshold: float) -> bool:
-    """Whether ``change`` lies from a quarter to half the threshold: under what new pairs measure
-    (``under_threshold``), yet more than one pair's ``unchanged`` can vouch for."""
+    """Whether ``change`` lies from a quarter to half the threshold: more than one pair's
+    ``unchanged`` can vouch for, and measured by new pairs only where that pair is sure of it
+    (``doubtful``), not where it merely leaves the threshold open."""
     return threshold * ONE_PAIR_HIDES <= change < threshold / 2
 
 
