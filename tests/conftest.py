@@ -9,8 +9,9 @@ import pytest
 # Modules whose tests judge real timings: a gate's verdict on a planted change or on unchanged
 # code. ``make unit`` runs them alone, after the rest has run on both cores (pytest-xdist), so that
 # no other test of this suite is their neighbour. A test of theirs marked ``untimed`` judges no
-# timing (a usage error, a row's status, memory, a saved field, a regression planted a million
-# times over) and runs with the rest: the serial step is most of ``make test``'s time.
+# timing (a usage error, a row's status, memory, a saved field, a rule on given figures, a
+# regression planted a million times over) and runs with the rest: the serial step is most of
+# ``make test``'s time.
 TIMED_MODULES = frozenset(
     {
         "test_bandwidth.py",

@@ -31,6 +31,7 @@ def change(estimate: float, half: float = 0.1) -> Change:
     return Change(estimate, estimate - half, estimate + half, p, 0.2, 0.05, 4, "5 runs", True)
 
 
+@pytest.mark.untimed  # the rule on given figures
 @pytest.mark.parametrize(
     ("saved", "now", "found", "explained"),
     [
@@ -64,6 +65,7 @@ def test_a_change_while_the_host_copied_memory_slower_or_faster_is_not_blamed_on
         assert "copied memory" not in decision.reason
 
 
+@pytest.mark.untimed  # the rule on given figures
 def test_copies_under_the_gates_confidence_are_named_beside_an_unresolved_row():
     near = Change(0.3, -0.02, 0.7, 0.97, 0.9, 0.2, 4, "5 saved runs", True)
     slow = decide(Measured(near, "raw", None, 5, copy_saved=SAVED, copy_now=copies(0.25)), 0.05)

@@ -40,9 +40,9 @@ def test_ped(benchmark):
     benchmark.pedantic(work, rounds=40, warmup_rounds=2)
 """
 )
-# Tests that judge no timing (usage errors, rows' statuses, clean-up without signals) run in
-# ``make unit``'s parallel step; the signal tests stay alone, as they look for their processes
-# by file name (tests/conftest.py).
+# Tests that judge no timing (usage errors, rows' statuses, clean-up without signals, what each
+# process ran with) run in ``make unit``'s parallel step; the signal tests stay alone, as they look
+# for their processes by file name (tests/conftest.py).
 UNTIMED = pytest.mark.untimed
 FAST = ["-p", "no:cacheprovider", "--benchmark-disable-gc", "--benchmark-max-time=0.2"]
 
@@ -1801,6 +1801,7 @@ def test_helped(benchmark):
 """
 
 
+@UNTIMED  # placed by the CPU time a 20 ms spin used; the first pair's only
 @PINNABLE
 def test_a_helper_that_works_beside_the_calling_thread_gets_another_core(repo, monkeypatch):
     # Pinned in the order threads were made, the helper landed on the calling thread's core,
@@ -2115,6 +2116,7 @@ def _seen(repo, monkeypatch, seed, *args, spin=None):
     return [line.split() for line in lines], result
 
 
+@UNTIMED  # the seed each process ran with, new pairs' too; no gate
 def test_both_sides_run_on_one_hash_seed_drawn_for_the_session(repo, monkeypatch):
     # Two processes of the same code hash their strings differently unless PYTHONHASHSEED fixes
     # it, and dict- and set-heavy code runs at another speed in each (sameref/seed.py).
@@ -2131,6 +2133,7 @@ def test_both_sides_run_on_one_hash_seed_drawn_for_the_session(repo, monkeypatch
     assert len(worktrees(repo)) == 1
 
 
+@UNTIMED  # the seed each process ran with, new pairs' too; no gate
 @pytest.mark.parametrize(
     ("seed", "header"),
     [
@@ -2148,6 +2151,7 @@ def test_a_hash_seed_the_user_chose_is_kept(repo, monkeypatch, seed, header):
     assert hashes == 1 if seed.isdigit() else hashes >= 2  # new pairs may add processes
 
 
+@UNTIMED  # a plain session's environment
 def test_a_session_without_compare_ref_keeps_its_hash_seed_and_openblas_as_they_are(
     repo, monkeypatch
 ):
@@ -2156,6 +2160,7 @@ def test_a_session_without_compare_ref_keeps_its_hash_seed_and_openblas_as_they_
     assert [values for _, _, *values in seen] == [["None", "None", "None"]]
 
 
+@UNTIMED  # the environment each process ran with, new pairs' too; no gate
 def test_both_sides_start_with_idle_openblas_threads_asleep(repo, monkeypatch):
     # OpenBLAS's helpers spin a tenth of a second after each call: in a same-job comparison,
     # beside the other side's round (sameref/spin.py; a numpy SVD took 7.8-10 ms a call there
@@ -2170,6 +2175,7 @@ def test_both_sides_start_with_idle_openblas_threads_asleep(repo, monkeypatch):
     assert {tuple(spin) for _, _, _, *spin in seen} == {("20", "None")}
 
 
+@UNTIMED  # the environment each process ran with, new pairs' too; no gate
 @pytest.mark.parametrize(
     ("spin", "seen_spin", "header"),
     [

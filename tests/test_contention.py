@@ -42,6 +42,7 @@ def test_a_spinning_neighbour_is_seen_as_cores_other_processes_took():
     assert own is not None and own.others < busy and own.own >= 0.5
 
 
+@pytest.mark.untimed  # no /proc, or microseconds against a 0.2 s floor
 def test_nothing_is_measured_without_proc_or_over_a_moment(monkeypatch, tmp_path):
     assert contention.Meter.start().use() is None  # a few clock ticks tell nothing
     monkeypatch.setattr(contention, "STAT", str(tmp_path / "absent"))
@@ -53,6 +54,7 @@ Q = (0.01, 1.9)  # a saved run on a quiet machine (others, own cores)
 ONE = (0.01, 1.0)  # a single-threaded benchmark's saved run
 
 
+@pytest.mark.untimed  # the rule on given figures
 @pytest.mark.parametrize(
     ("saved", "now", "slower", "explained"),
     [
@@ -85,6 +87,7 @@ def change(estimate: float) -> Change:
     )
 
 
+@pytest.mark.untimed  # the rule on given figures
 def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
     # Trial 18: +85.5 % [+57.7, +118.1], "99.9 % sure", beside a neighbour spinning on one of
     # two cores, with the calibration kernel at -6.6 %.
@@ -101,6 +104,7 @@ def test_the_gate_does_not_blame_the_code_for_a_neighbour_a_kernel_cannot_see():
     assert decide(faster, 0.03).verdict == "inconclusive"
 
 
+@pytest.mark.untimed  # the rule on given figures
 def test_a_row_short_of_the_gates_confidence_names_the_neighbour_too():
     # Trial 19: unchanged code beside a spinning neighbour read +42 %, 98.6 % sure, and its
     # `inconclusive` said nothing of the neighbour.

@@ -49,6 +49,7 @@ def baseline_file(pytester):
     return pytester.path / ".pytest-tpu" / "baselines" / "main.json"
 
 
+@pytest.mark.untimed  # what saving says
 def test_saving_again_says_how_many_runs_each_benchmark_keeps(pytester):
     bench(pytester)
     for _ in range(2):
@@ -60,6 +61,7 @@ def test_saving_again_says_how_many_runs_each_benchmark_keeps(pytester):
     result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmark in *; 2 runs kept*"])
 
 
+@pytest.mark.untimed  # what saving says
 def test_a_short_history_says_only_large_changes_are_resolved_until_more_runs_are_saved(
     pytester,
 ):
@@ -203,6 +205,7 @@ def test_failed_tests_keep_exit_code_one(pytester):
     result.stdout.fnmatch_lines(["REGRESSION *test_work*"])
 
 
+@pytest.mark.untimed  # a usage error
 def test_fail_on_regression_without_compare_says_so(pytester):
     bench(pytester)
     result = pytester.runpytest(*FAST, "--fail-on-regression=5")
@@ -238,6 +241,7 @@ def test_xdist_workers_results_end_up_in_one_baseline(pytester):
     assert all(b["pytest_tpu"]["history"][0]["rounds"] == 10 for b in document["benchmarks"])
 
 
+@pytest.mark.untimed  # rows' statuses; nothing compared
 def test_new_and_missing_benchmarks_are_listed(pytester):
     bench(pytester)
     save(pytester)
@@ -273,6 +277,7 @@ def test_incompatible_environment_is_not_compared_unless_forced(pytester):
     forced.stdout.fnmatch_lines(["test_work: *[[]forced[]] environments differ*"])
 
 
+@pytest.mark.untimed  # a usage error
 def test_unknown_baseline_name_lists_the_saved_ones(pytester):
     bench(pytester)
     save(pytester)
@@ -287,6 +292,7 @@ def test_unknown_baseline_name_lists_the_saved_ones(pytester):
     )
 
 
+@pytest.mark.untimed  # a usage error
 def test_corrupt_baseline_is_a_usage_error_naming_the_file(pytester):
     bench(pytester)
     save(pytester)
@@ -300,6 +306,7 @@ def test_corrupt_baseline_is_a_usage_error_naming_the_file(pytester):
     assert path.read_bytes() == before
 
 
+@pytest.mark.untimed  # a usage error
 def test_unwritable_baseline_dir_stops_before_any_benchmark(pytester):
     pytester.makepyfile(
         test_bench="def test_work(benchmark, tmp_path_factory):\n"
@@ -329,6 +336,7 @@ def test_failed_benchmarks_are_left_out_and_named(pytester):
     assert document["pytest_tpu"]["left_out"] == ["test_broken.py::test_oom"]
 
 
+@pytest.mark.untimed  # the noise line's form, not its figures
 def test_measure_noise_reports_spread_and_detectable_slowdown(pytester):
     bench(pytester)
     result = pytester.runpytest(*FAST, "--measure-noise")
@@ -394,6 +402,7 @@ def test_setup(benchmark):
 """
 
 
+@pytest.mark.untimed  # saved fields
 def test_calibration_chains_the_tests_own_setup(pytester):
     pytester.makepyfile(test_setup=SETUP)
     save(pytester).assert_outcomes(passed=1)
@@ -401,6 +410,7 @@ def test_calibration_chains_the_tests_own_setup(pytester):
     assert entry["history"][0]["rounds"] == 4 and entry["history"][0]["calibrated"] is not None
 
 
+@pytest.mark.untimed  # what calibrating imports
 def test_calibration_never_imports_tensorflow(pytester):
     bench(pytester)
     pytester.makeconftest(
@@ -443,6 +453,7 @@ def test_regression_is_profiled_with_profile_regressions(pytester):
     assert list((pytester.path / "prof").glob("*/plugins/profile/*/*.xplane.pb"))
 
 
+@pytest.mark.untimed  # a row's status; no gate
 def test_comparison_rows_are_on_the_stash(pytester):
     bench(pytester)
     save(pytester)
@@ -498,6 +509,7 @@ def test_interrupted_session_saves_no_baseline(pytester, sig):
         assert "no baseline saved" in out
 
 
+@pytest.mark.untimed  # no tests ran
 def test_a_selection_that_matches_nothing_says_no_tests_ran(pytester):
     bench(pytester)
     save(pytester).assert_outcomes(passed=1)
@@ -509,6 +521,7 @@ def test_a_selection_that_matches_nothing_says_no_tests_ran(pytester):
     result.stdout.no_fnmatch_line("*session interrupted*")
 
 
+@pytest.mark.untimed  # a usage error
 def test_a_profile_path_that_is_a_file_is_a_usage_error_before_any_benchmark(pytester):
     bench(pytester)
     (pytester.path / "prof").write_text("a file")
@@ -518,6 +531,7 @@ def test_a_profile_path_that_is_a_file_is_a_usage_error_before_any_benchmark(pyt
     assert not baseline_file(pytester).exists()
 
 
+@pytest.mark.untimed  # a failed save's exit code; no gate
 def test_a_failed_save_fails_the_session_with_exit_7(pytester):
     bench(pytester)
     pytester.makeconftest(
@@ -536,6 +550,7 @@ def test_a_failed_save_fails_the_session_with_exit_7(pytester):
     result.stdout.fnmatch_lines(["baseline 'main' NOT saved: *", "*exit code 7*"])
 
 
+@pytest.mark.untimed  # a usage error
 def test_a_symlinked_baseline_is_refused_at_start(pytester):
     bench(pytester)
     directory = pytester.path / ".pytest-tpu" / "baselines"
@@ -548,6 +563,7 @@ def test_a_symlinked_baseline_is_refused_at_start(pytester):
     assert (pytester.path / "elsewhere.json").read_text() == "{}"
 
 
+@pytest.mark.untimed  # saved fields
 def test_a_subset_run_merges_into_the_baseline(pytester):
     bench(pytester)
     bench(pytester, name="test_more")
@@ -558,6 +574,7 @@ def test_a_subset_run_merges_into_the_baseline(pytester):
     assert runs == {"test_bench.py::test_work": 1, "test_more.py::test_work": 2}
 
 
+@pytest.mark.untimed  # no crash; either exit code
 @pytest.mark.parametrize("sample", [5e-324, 1e20])
 def test_extreme_baseline_values_are_compared_not_crashing(pytester, sample):
     bench(pytester)
@@ -583,6 +600,7 @@ def test_two(benchmark):
 """
 
 
+@pytest.mark.untimed  # rows' statuses; no gate
 def test_a_benchmark_left_out_on_purpose_is_not_missing_and_a_removed_one_is(pytester):
     pytester.makepyfile(test_two=TWO)
     pytester.makepyfile(test_bench=BENCH.format(n=2000, dtype="float32"))
@@ -599,6 +617,7 @@ def test_a_benchmark_left_out_on_purpose_is_not_missing_and_a_removed_one_is(pyt
     result.stdout.fnmatch_lines(["compared with baseline *: 1 [a-z]*, 1 missing (table below)"])
 
 
+@pytest.mark.untimed  # nothing measured, nothing judged
 @pytest.mark.parametrize(
     ("args", "why"),
     [
@@ -622,6 +641,7 @@ def test_benchmarks_that_ran_unmeasured_are_not_called_missing(pytester, args, w
     assert result.ret == pytest.ExitCode.OK
 
 
+@pytest.mark.untimed  # nothing measured, nothing judged
 def test_a_gate_over_no_measured_benchmark_says_nothing_was_checked(pytester):
     bench(pytester)
     save(pytester).assert_outcomes(passed=1)
@@ -640,6 +660,7 @@ def test_a_gate_over_no_measured_benchmark_says_nothing_was_checked(pytester):
     assert gate["verdict"] == "nothing checked"
 
 
+@pytest.mark.untimed  # saved fields
 def test_a_saved_baseline_says_the_iterations_pytest_benchmark_s_own_file_says(pytester):
     pytester.makepyfile(
         """

@@ -46,6 +46,7 @@ def run(pytester, *args):
     return pytester.runpytest_subprocess(*ARGS, *args, timeout=300)
 
 
+@pytest.mark.untimed  # parsing
 def test_thresholds_per_metric_parse_and_bad_ones_name_the_valid_metrics():
     assert parse_thresholds("5%") == {"time": 5.0}
     assert parse_thresholds("time:5%,memory:2%,compile:25%") == {
@@ -137,6 +138,7 @@ def test_a_marker_sets_one_benchmark_s_threshold(pytester):
     assert result.ret == 0  # +20 % is within this module's own 50 %
 
 
+@pytest.mark.untimed  # a usage error
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
@@ -160,6 +162,7 @@ def test_a_bad_marker_is_a_usage_error_naming_the_test(pytester, marker, message
     result.stderr.fnmatch_lines([message])
 
 
+@pytest.mark.untimed  # memory rows from given figures
 def test_memory_is_one_quantity_in_a_history_and_an_allocator_s_step_is_no_change():
     from pytest_tpu.gate.compare import compare_memory
     from pytest_tpu.gate.history import metrics_of
