@@ -2297,9 +2297,12 @@ def test_each_side_s_rounds_leave_the_process_s_own_objects_to_no_collection(rep
     for line in out.read_text().splitlines():
         pid, when, frozen = line.split()
         seen.setdefault(pid, {}).setdefault(when, set()).add(int(frozen))
-    assert len(seen) == 2  # the head's process and the base's
+    # The head's process and the base's ran both tests; a new pair (a reading the first pair
+    # could not settle: two CI runs of session 62 saw 4 and 10 processes) runs test_parse only.
+    assert sum("after" in side for side in seen.values()) == 2
+    assert len(seen) % 2 == 0
     for side in seen.values():
         # Everything the process held before its first round, HELD too, is out of the scans ...
         assert min(side["round"]) > 200_000
         # ... and given back to the collector after the test.
-        assert side["after"] == {0}
+        assert side.get("after", {0}) == {0}
