@@ -27,7 +27,9 @@ times, under two rules:
   session 25);
 - ``band``: ``open`` with the band from a quarter of the threshold (``quarter``'s band under
   today's rules: the spread of pairs decides at 99.5 %, ``pairs.SURE``, and pairs that leave it
-  open leaning slower are joined by more).
+  open leaning slower are joined by more). Shipped since session 62: ``rows.doubtful`` itself
+  now sends that band to new pairs, so on today's code ``open`` and ``band`` coincide; ``open``
+  without the band is the code of ``1c1e21b``, on which r88's replay ran.
 
 The table also gives the new pairs each rule takes per first row: what it costs.
 
