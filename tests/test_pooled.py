@@ -12,7 +12,7 @@ from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import gate_lines
 from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW
-from pytest_tpu.sameref.pooled import POOLED
+from pytest_tpu.sameref.pooled import APART, POOLED, SURE_FIRST
 from pytest_tpu.sameref.resolve import _apart_by_more_pairs, _resolved
 
 ONE = "paired rounds in this job, one pair of processes"
@@ -158,3 +158,46 @@ def test_a_third_pair_that_cannot_run_leaves_the_two_pairs_spread_and_says_so(tm
     assert rows == [two]  # inconclusive on two pairs, as before
     assert note.startswith("; 1 whose two pairs lay apart measured by a third pair (that ")
     assert note.endswith(": judged on two pairs)")
+
+
+def test_a_new_pair_that_does_not_settle_a_slowdown_the_first_was_sure_of_goes_to_more_pairs():
+    # r89n, beside the neighbour: a Keras CNN made 5 % slower, called unchanged on the new pair's
+    # narrow +1.1 %: not apart from the first pair's +5.9 % [+0.8, +11.3], and both sure of a
+    # slowdown.
+    measured = {**again(1.1, 0.4, 1.9, 30), "verdict": "unchanged"}
+    row = _resolved(first(5.9, 0.8, 11.3), measured, 3, 0.05)
+    assert row.verdict == "inconclusive" and not row.regression
+    assert SURE_FIRST in row.reason and APART not in row.reason
+    assert "that pair read +1.1% [+0.4%, +1.9%]" in row.reason
+    # r88, quiet, a CNN made 5 % slower: the new pair leaves the threshold open; before, the row
+    # ended there, inconclusive.
+    row = _resolved(first(4.6, 0.9, 8.5), again(3.7, -0.1, 7.5, 20), 2, 0.05)
+    assert row.verdict == "inconclusive" and SURE_FIRST in row.reason
+
+
+@pytest.mark.parametrize(
+    ("one", "two", "why"),
+    [
+        ((4.6, 0.9, 8.5), (1.0, -0.5, 2.5, 40), "the new pair rules a slowdown out"),
+        ((2.0, 0.5, 3.5), (1.1, 0.4, 1.9, 30), "the first pair's slowdown could not reach 5 %"),
+        ((3.7, -4.6, 12.8), (1.1, 0.4, 1.9, 30), "the first pair was not sure of a slowdown"),
+    ],
+)
+def test_a_new_pair_settles_the_row_alone_where_the_first_gave_it_nothing_to_settle(one, two, why):
+    row = _resolved(first(*one), {**again(*two), "verdict": "unchanged"}, 4, 0.05)
+    assert SURE_FIRST not in row.reason, why
+    assert row.verdict != "inconclusive" or POOLED in row.noise_source, why
+
+
+def test_a_third_pair_that_cannot_run_leaves_the_slowdown_in_doubt_inconclusive(tmp_path):
+    one, measured = first(5.9, 0.8, 11.3), {**again(1.1, 0.4, 1.9, 30), "verdict": "unchanged"}
+    two = _resolved(one, measured, 3, 0.05)
+    at = Nested("HEAD", 5.0, tmp_path, (), None)
+    rows, note = _apart_by_more_pairs(
+        [one], [two], {one.nodeid: measured}, {one.nodeid: 3}, {one.nodeid: 0.05}, at
+    )
+    assert rows == [two] and two.verdict == "inconclusive"  # never unchanged on the new pair
+    assert note.startswith(
+        "; 1 whose first pair's slowdown the new pair did not settle measured by a third pair "
+        "(that "
+    )

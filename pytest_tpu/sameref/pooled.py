@@ -51,6 +51,9 @@ from pytest_tpu.sameref.pairs import Reading, apart, of_report, of_row
 POOLED = "two pairs of processes pooled"  # ends a pooled row's noise source
 # Says, in a row's reason, that its two pairs disagree (``apart_together``): more pairs measure it.
 APART = "further from the first than both pairs' rounds allow"
+# Says, in a row's reason, that the pair with more rounds did not settle a slowdown its first pair
+# was sure of (``sure_first``): more pairs measure it.
+SURE_FIRST = "which does not settle a slowdown the first pair was sure of"
 
 
 def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
@@ -101,6 +104,44 @@ def apart_together(first: Row, resolved: Row, again: Mapping[str, Any], lead: st
         current_value=current,
         reason=why,
     )
+
+
+def sure_first(
+    first: Row, resolved: Row, again: Mapping[str, Any], threshold: float, lead: str
+) -> Row:
+    """``resolved`` (the row as the new pair with more rounds left it) sent to more pairs, whose
+    spread decides (``resolve``), where the first pair was sure of a slowdown that may reach the
+    threshold (its 95 % interval above zero and reaching it) and the new pair neither confirmed a
+    regression nor ruled a slowdown out (its interval reaching zero and ending under the
+    threshold).
+
+    A new pair with more rounds draws a new offset between its two processes, and that offset can
+    hide most of a real slowdown under a narrow interval. r89n, beside the neighbour: a Keras CNN
+    made 5 % slower read +5.9 % [+0.8, +11.3] in its first pair, +1.1 % [+0.4, +1.9] with 3x the
+    rounds, and was called ``unchanged``, while the unchanged CNN copy in that pair read +0.3 %.
+    Two pairs that are both sure of a slowdown and differ in its size, or a second that leaves the
+    threshold open, show that pairs differ more than one pair's rounds say: only their spread
+    tells its size. Unchanged code pays for it only where its coarse first pair was sure of a
+    slowdown (none of the 62 unchanged rows measured again with more rounds in r88, r89n and
+    r89n2)."""
+    if resolved.regression or resolved.confirmed is not None or APART in resolved.reason:
+        return resolved
+    if first.confirmed is not None or first.regression or again.get("confirmed") is not None:
+        return resolved  # new pairs measured it before, or within the nested session
+    if first.low is None or first.high is None or not (first.low > 0 and first.high >= threshold):
+        return resolved
+    new = of_report(again)
+    if new is None or not new.rounds:
+        return resolved
+    low, high = (x / 100 for x in (again["ci_low"], again["ci_high"]))
+    if low <= 0 and high < threshold:  # the new pair rules a slowdown out: it stands
+        return resolved
+    why = (
+        f"{lead}; that pair read {interval_text(again)}, {SURE_FIRST}: a new pair of processes "
+        "draws a new offset, which can hide most of a slowdown, so more pairs measure it and "
+        "their spread decides"
+    )
+    return replace(resolved, verdict="inconclusive", regression=False, confirmed=None, reason=why)
 
 
 def unchanged_together(found: Change, shrink: float, threshold: float) -> bool:

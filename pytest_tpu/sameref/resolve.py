@@ -147,8 +147,9 @@ def _apart_by_more_pairs(
     at: Nested,
 ) -> tuple[list[Row], str]:
     """``resolved`` with each row whose new pair lay further from the first than both pairs'
-    rounds allow (``pooled.apart_together``) measured by a third pair with the same rounds, and by
-    more where three leave it open (``further.Spread``), then judged on the spread of them all
+    rounds allow (``pooled.apart_together``), or did not settle a slowdown the first pair was
+    sure of (``pooled.sure_first``), measured by a third pair with the same rounds, and by more
+    where three leave it open (``further.Spread``), then judged on the spread of them all
     (``judge.by_pairs``); what the summary line adds.
 
     Two pairs' spread has one degree of freedom: an interval 12.7 standard errors wide each way,
@@ -156,19 +157,23 @@ def _apart_by_more_pairs(
     -3.4 % and +1.9 %, shown ``inconclusive``, "detects 195 %"; r86: -2.8 % and +1.9 %, "detects
     161 %"). Three pairs have two, at a third of that width."""
     apart = [row.nodeid for row in resolved if pooled.APART in row.reason]
-    if not apart:
+    doubted = [row.nodeid for row in resolved if pooled.SURE_FIRST in row.reason]
+    measured = apart + doubted
+    if not measured:
         return list(resolved), ""
-    rounds = {nodeid: factors[nodeid] for nodeid in apart}
+    rounds = {nodeid: factors[nodeid] for nodeid in measured}
     env = {**confirming_env(first), nested.ROUNDS_ENV: json.dumps(rounds)}
     # The new pair with more rounds led as the first did: the third takes the other roles.
-    third, problem = nested.nested(apart, at.commit, at.pct, at.rootdir, at.measuring, env, at.swap)
-    note = f"; {len(apart)} whose two pairs lay apart measured by a third pair"
-    if problem:  # the two pairs' spread stands: wide, and inconclusive
+    third, problem = nested.nested(
+        measured, at.commit, at.pct, at.rootdir, at.measuring, env, at.swap
+    )
+    note = _third_note(len(apart), len(doubted))
+    if problem:  # as the second pair left them: inconclusive
         return list(resolved), f"{note} (that re-measurement {problem}: judged on two pairs)"
     by_id = {row.nodeid: row for row in first}
     later = {
         n: [judge.with_rounds(again.get(n), rounds[n]), judge.with_rounds(third.get(n), rounds[n])]
-        for n in apart
+        for n in measured
     }
     # A row the third pair has no interval for keeps the two pairs' spread.
     later = {n: rows for n, rows in later.items() if pairs.across(by_id[n], rows) is not None}
@@ -180,6 +185,13 @@ def _apart_by_more_pairs(
         else row
         for row in resolved
     ], note + further
+
+
+def _third_note(apart: int, doubted: int) -> str:
+    """The summary line's words for the rows a third pair measured, by why."""
+    why = [f"{apart} whose two pairs lay apart"] if apart else []
+    why += [f"{doubted} whose first pair's slowdown the new pair did not settle"] if doubted else []
+    return f"; {' and '.join(why)} measured by a third pair"
 
 
 def _confirmed_there(again: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, int]) -> str:
@@ -228,4 +240,5 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold:
         **judge.measured_as(row, again),
     )
     together = pooled.resolved_together(row, replaced, again, threshold, lead)
-    return pooled.apart_together(row, together, again, lead)
+    apart = pooled.apart_together(row, together, again, lead)
+    return pooled.sure_first(row, apart, again, threshold, lead)
