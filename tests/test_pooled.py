@@ -157,7 +157,7 @@ def test_a_third_pair_that_cannot_run_leaves_the_two_pairs_spread_and_says_so(tm
     )
     assert rows == [two]  # inconclusive on two pairs, as before
     assert note.startswith("; 1 whose two pairs lay apart measured by a third pair (that ")
-    assert note.endswith(": judged on two pairs)")
+    assert note.endswith(": inconclusive on two pairs)")
 
 
 def test_a_new_pair_that_does_not_settle_a_slowdown_the_first_was_sure_of_goes_to_more_pairs():
@@ -201,3 +201,4 @@ def test_a_third_pair_that_cannot_run_leaves_the_slowdown_in_doubt_inconclusive(
         "; 1 whose first pair's slowdown the new pair did not settle measured by a third pair "
         "(that "
     )
+    assert note.endswith(": inconclusive on two pairs)")
