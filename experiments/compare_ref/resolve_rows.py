@@ -19,8 +19,10 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -50,14 +52,21 @@ class Again:
         return self.detectable / math.sqrt(self.factor)
 
 
-def rows_of(keep: Path) -> list[Again]:
-    found = []
+def reports(keep: Path) -> Iterator[tuple[Path, dict[str, float], list[dict[str, Any]]]]:
+    """Each session's report in a ``run.py --keep`` folder: its path, the arm of each of its
+    benchmark copies (by the copy's letter), and its comparison rows."""
     for path in sorted(keep.glob("*-[0-9][0-9].json")):
         arms = arms_of(int(path.stem.rpartition("-")[2]) % 3)
         try:
             rows = json.loads(path.read_text())["comparison"]["rows"]
         except (OSError, ValueError, KeyError):
             continue  # a session cut short wrote no report
+        yield path, arms, rows
+
+
+def rows_of(keep: Path) -> list[Again]:
+    found = []
+    for _, arms, rows in reports(keep):
         for row in rows:
             match = AGAIN.search(str(row.get("note") or ""))
             if not match:

@@ -19,7 +19,6 @@ a row sent on may end a regression by its pairs' spread; those sessions' summary
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections import Counter
@@ -30,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import arms_of
+from resolve_rows import reports
 
 _NUMBER = r"([+-][\d.]+)%"
 _INTERVAL = rf"{_NUMBER} \[{_NUMBER}, {_NUMBER}\]"
@@ -79,12 +78,7 @@ def _new_reading(note: str, row: Mapping[str, Any]) -> Reading:
 
 
 def rows_of(keep: Path) -> Iterator[Again]:
-    for path in sorted(keep.glob("*-[0-9][0-9].json")):
-        arms = arms_of(int(path.stem.rpartition("-")[2]) % 3)
-        try:
-            rows = json.loads(path.read_text())["comparison"]["rows"]
-        except (OSError, ValueError, KeyError):
-            continue  # a session cut short wrote no report
+    for path, arms, rows in reports(keep):
         for row in rows:
             note = str(row.get("note") or "")
             match = LEAD.search(note)
