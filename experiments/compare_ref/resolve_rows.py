@@ -28,9 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run import arms_of
 
+# The lead of a row measured again with more rounds: the factor, then the first pair's change and
+# interval. Reports before ``e2e7a32`` wrote "(first ...)", later ones "(the session's first pair
+# read ...)".
 AGAIN = re.compile(
     r"measured again with (\d+)x the rounds in a new pair of processes "
-    r"\(first ([+-][\d.]+)% \[([+-][\d.]+)%, ([+-][\d.]+)%\]\)"
+    r"\((?:first|the session's first pair read) "
+    r"([+-][\d.]+)% \[([+-][\d.]+)%, ([+-][\d.]+)%\]\)"
 )
 WIDTH_TO_DETECTABLE = (0.8416 + 1.96) / (2 * 1.96)  # normal approximation
 LIMITS = (7.5, 10.0, 12.5, 15.0)

@@ -29,14 +29,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from resolve_rows import AGAIN as LEAD
 from resolve_rows import reports
 
 _NUMBER = r"([+-][\d.]+)%"
 _INTERVAL = rf"{_NUMBER} \[{_NUMBER}, {_NUMBER}\]"
-LEAD = re.compile(
-    r"measured again with (\d+)x the rounds in a new pair of processes "
-    rf"\(the session's first pair read {_INTERVAL}\)"
-)
 # Where more pairs followed, the pair with more rounds is named in the note.
 NEW = (
     re.compile(rf"the first with \d+x the rounds {_INTERVAL}"),
