@@ -42,7 +42,11 @@ def row_of(pairs: int, spread: float, seed: int, slower: float = 0.0, seconds: f
 
 
 def suggested(reason: str) -> int:
-    found = re.search(r"about (\d+) paired rounds would resolve 5.0% \(instead of (\d+);", reason)
+    found = re.search(
+        r"about (\d+) paired rounds would resolve 5.0% \(instead of (\d+)"
+        r"(?:, about \d+ (?:s|min) of rounds a side)?;",
+        reason,
+    )
     assert found, reason
     return int(found.group(1))
 
@@ -86,6 +90,14 @@ def test_advice_needs_a_finite_detectable_change_above_the_threshold():
     )
 
 
+def test_advice_on_more_rounds_says_how_long_they_would_take():
+    # New-user trial 42 read "about 3553 paired rounds" for rounds of 150 ms: 9 minutes a side.
+    long = more_rounds(0.15, 0.05, 400, factor=4, seconds=0.15)
+    assert "about 3283 paired rounds would resolve 5.0% (this pair had 400, 4x the" in long
+    assert "own, about 8 min of rounds a side;" in long
+    assert "(instead of 10, about 17 s of rounds a side;" in more_rounds(0.15, 0.05, 10, 1, 0.2)
+
+
 def test_an_unresolved_row_of_long_rounds_suggests_shorter_ones():
     # An epoch a round pairs rounds 200 ms apart; a step a round resolved 2-4 times finer for the
     # same work (experiments/compare_ref/granularity.py).
@@ -96,6 +108,10 @@ def test_an_unresolved_row_of_long_rounds_suggests_shorter_ones():
     )
     assert found and 150 < int(found.group(1)) < 270, epoch.reason
     assert suggested(epoch.reason) > 10  # the advice on more rounds stays, first
+    # ... with what those rounds would take: the rounds it advises times a round's length.
+    took = re.search(r"instead of 10, about (\d+) s of rounds a side", epoch.reason)
+    assert took, epoch.reason
+    assert abs(int(took[1]) - suggested(epoch.reason) * int(found[1]) / 1000) <= 1, epoch.reason
     # Short rounds, or long ones that resolved the threshold, get no such advice.
     step = row_of(10, 0.12, 3, seconds=0.01)
     assert step.verdict == "inconclusive" and "shorter rounds" not in step.reason

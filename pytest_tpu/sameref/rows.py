@@ -87,13 +87,12 @@ def compare_one(
     measured = Measured(found, "paired", None)
     row = row_of(measured, decide(measured, threshold), {**values, **_common(head.nodeid)}, False)
     row = _tail(one_pair(row, threshold), steady, threshold)
+    seconds = _round_seconds(head)
     more = more_rounds(
-        found.detectable, threshold, len(differences), factors().get(head.nodeid, 1.0)
+        found.detectable, threshold, len(differences), factors().get(head.nodeid, 1.0), seconds
     )
     hint = "; or ".join(
-        part
-        for part in (more, shorter_rounds(found.detectable, threshold, _round_seconds(head)))
-        if part
+        part for part in (more, shorter_rounds(found.detectable, threshold, seconds)) if part
     )
     return (
         replace(row, reason=f"{row.reason}; {hint}")
@@ -387,10 +386,14 @@ def lean_factor(row: Row, threshold: float) -> float:
     return min(1.0, max(LEAN_SHARE, rounds_factor(detectable, threshold * LEAN_RESOLVES)))
 
 
-def more_rounds(detectable: float, threshold: float, pairs: int, factor: float = 1.0) -> str:
+def more_rounds(
+    detectable: float, threshold: float, pairs: int, factor: float = 1.0, seconds: float = 0.0
+) -> str:
     """How many paired rounds would resolve ``threshold``, when this many could not; ``factor``
     times the benchmark's own rounds, in a pair that measures it again (trial 37 read "about 163
-    paired rounds instead of 160" beside its `rounds=40` and could not tell what to set).
+    paired rounds instead of 160" beside its `rounds=40` and could not tell what to set), and,
+    given a round's ``seconds``, how long they would take a side (new-user trial 42 read "about
+    3553 paired rounds" for rounds of 150 ms and could not see that it meant 9 minutes a side).
 
     Within one job the uncertainty is the rounds' own, and it shrinks as one over the square root
     of their number: the factor is (detectable / threshold) squared, on the log scale. It assumes
@@ -404,10 +407,18 @@ def more_rounds(detectable: float, threshold: float, pairs: int, factor: float =
         if factor > 1
         else f"instead of {pairs}"
     )
+    took = f", {_duration(needed * seconds)} of rounds a side" if seconds > 0 else ""
     return (
-        f"about {needed} paired rounds would resolve {threshold:.1%} ({had}; more rounds: "
+        f"about {needed} paired rounds would resolve {threshold:.1%} ({had}{took}; more rounds: "
         "benchmark.pedantic(rounds=...) or --benchmark-max-time / --benchmark-min-rounds)"
     )
+
+
+def _duration(seconds: float) -> str:
+    """A span for a reader planning a CI job: seconds under two minutes, else minutes."""
+    if seconds < 120:
+        return f"about {max(1, round(seconds))} s"
+    return f"about {round(seconds / 60)} min"
 
 
 # Rounds at least this long get the hint that shorter ones may resolve more (``shorter_rounds``).
