@@ -161,7 +161,9 @@ def test_one_pair_of_processes_does_not_call_a_change_under_the_threshold(slower
     if slower == 0.018:
         assert "in one pair of processes, a quarter to half its threshold (5.0%)" in row.reason
         assert "a slowdown of the threshold is not ruled out" in row.reason  # as the gate says
-        assert "new pairs of processes measure it where the pair is sure of a slowd" in row.reason
+        assert "the pair is 99 % sure of a slowdown, so new pairs of processes measure it" in (
+            row.reason
+        )
     if verdict == "inconclusive":
         assert f"{row.change:+.1%}" in row.reason
     if slower in (-0.03, -0.018):
@@ -261,3 +263,18 @@ def test_a_slowdown_under_the_threshold_whose_interval_reaches_it_goes_to_new_pa
     coarse = [row_of(10, 0.04, seed, slower=0.035) for seed in range(20)]
     coarse = [r for r in coarse if 0.025 <= r.change < 0.05 and r.detectable > 0.05]
     assert coarse and not any(doubtful(r, 0.05) for r in coarse)
+
+
+@pytest.mark.parametrize(("spread", "seed"), [(0.01, 0), (0.03, 4)])
+def test_a_row_a_quarter_to_half_its_threshold_says_whether_new_pairs_measure_it(spread, seed):
+    # New-user trial 43: "new pairs of processes measure it where the pair is sure of a slowdown"
+    # on a row 96 % sure, which none measured, read as a promise.
+    row = row_of(60, spread, seed, slower=0.018)
+    assert "a quarter to half its threshold (5.0%)" in row.reason, row.reason
+    measured = doubtful(row, 0.05)
+    assert measured is (row.confidence >= 0.99)
+    said = "the pair is 99 % sure of a slowdown, so new pairs of processes measure it"
+    assert (said in row.reason) is measured, row.reason
+    assert (
+        "only where its pair is 99 % sure of a slowdown, and this one is not" in row.reason
+    ) is (not measured)

@@ -204,13 +204,21 @@ def one_pair(row: Row, threshold: float) -> Row:
         return row
     if row.verdict == "unchanged" and leans_slower(row.change, threshold):
         # "Not ruled out" first, as the gate's line says it (trial 32 read "its rounds rule the
-        # threshold out" beside "neither shown nor ruled out" as a contradiction).
+        # threshold out" beside "neither shown nor ruled out" as a contradiction). Whether new
+        # pairs measure it is said of this row: "new pairs measure it where the pair is sure"
+        # read as a promise on a row they never measured (new-user trial 43, at 96 %).
+        sure = row.confidence is not None and row.confidence >= FAIL_CONFIDENCE
+        then = (
+            "the pair is 99 % sure of a slowdown, so new pairs of processes measure it"
+            if sure
+            else "new pairs of processes measure such a row only where its pair is 99 % sure of "
+            "a slowdown, and this one is not"
+        )
         why = (
             f"{row.change:+.1%} in one pair of processes, a quarter to half its threshold "
             f"({threshold:.1%}): a slowdown of the threshold is not ruled out; the pair's rounds "
             "exclude it, but an offset between two processes with the same code (a percent or "
-            "two here, more for some workloads) could hide it; new pairs of processes measure "
-            "it where the pair is sure of a slowdown (99 %)"
+            f"two here, more for some workloads) could hide it; {then}"
         )
         return replace(row, verdict="inconclusive", reason=why)
     if row.verdict == "unchanged" and leaves_no_room(row, threshold):
