@@ -18,15 +18,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from resolve_rows import reports
+from resolve_rows import arm_of, reports
+
+from pytest_tpu.gate.stats import ONE_PAIR, SPREAD_OF_PAIRS
 
 LEVELS = (90.0, 95.0, 99.0)
 
 
 def kind(source: str) -> str:
-    if "one pair of processes" in source:
+    if ONE_PAIR in source:
         return "one pair"
-    return "spread of pairs" if "pairs of processes" in source else "other"
+    return "spread of pairs" if SPREAD_OF_PAIRS in source else "other"
 
 
 def main() -> None:
@@ -38,7 +40,7 @@ def main() -> None:
             for row in rows:
                 name = str(row["name"]).partition("::")[2]
                 sure = row.get("confidence_pct")
-                if arms[name.rstrip("]")[-1]] != 0 or not isinstance(sure, (int, float)):
+                if arm_of(arms, name) != 0 or not isinstance(sure, (int, float)):
                     continue
                 workload = name.partition("[")[2].partition("-")[0]
                 how = kind(str(row.get("noise_source") or ""))

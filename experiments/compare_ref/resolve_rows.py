@@ -68,6 +68,11 @@ def reports(keep: Path) -> Iterator[tuple[Path, dict[str, float], list[dict[str,
         yield path, arms, rows
 
 
+def arm_of(arms: dict[str, float], name: str) -> float:
+    """The extra work of the benchmark copy ``name`` (``test_fn[cnn-b]``: its copy's letter)."""
+    return arms[name.rstrip("]")[-1]]
+
+
 def rows_of(keep: Path) -> list[Again]:
     found = []
     for _, arms, rows in reports(keep):
@@ -81,7 +86,7 @@ def rows_of(keep: Path) -> list[Again]:
                 Again(
                     keep.name,
                     name,
-                    arms[name.rstrip("]")[-1]],
+                    arm_of(arms, name),
                     int(match[1]),
                     float(match[2]),
                     WIDTH_TO_DETECTABLE * (high - low),

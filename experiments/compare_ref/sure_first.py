@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from resolve_rows import AGAIN as LEAD
-from resolve_rows import reports
+from resolve_rows import arm_of, reports
 
 _NUMBER = r"([+-][\d.]+)%"
 _INTERVAL = rf"{_NUMBER} \[{_NUMBER}, {_NUMBER}\]"
@@ -87,7 +87,7 @@ def rows_of(keep: Path) -> Iterator[Again]:
                 keep.name,
                 path.stem,
                 name,
-                arms[name.rstrip("]")[-1]],
+                arm_of(arms, name),
                 int(match[1]),
                 first,
                 _new_reading(note[match.end() :], row),

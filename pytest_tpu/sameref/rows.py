@@ -207,10 +207,9 @@ def one_pair(row: Row, threshold: float) -> Row:
         # threshold out" beside "neither shown nor ruled out" as a contradiction). Whether new
         # pairs measure it is said of this row: "new pairs measure it where the pair is sure"
         # read as a promise on a row they never measured (new-user trial 43, at 96 %).
-        sure = row.confidence is not None and row.confidence >= FAIL_CONFIDENCE
         then = (
             "the pair is 99 % sure of a slowdown, so new pairs of processes measure it"
-            if sure
+            if sure_of_slowdown(row)
             else "new pairs of processes measure such a row only where its pair is 99 % sure of "
             "a slowdown, and this one is not"
         )
@@ -315,11 +314,17 @@ def doubtful(row: Row, threshold: float) -> bool:
     if row.change is None or row.confidence is None or SPREAD_OF_PAIRS in row.noise_source:
         return False
     if leans_slower(row.change, threshold):
-        return row.confidence >= FAIL_CONFIDENCE
+        return sure_of_slowdown(row)
     if not under_threshold(row.change, threshold):
         return False
     open_here = leaves_threshold_open(row, threshold) and not cannot_catch(row, threshold)
-    return row.confidence >= FAIL_CONFIDENCE or open_here
+    return sure_of_slowdown(row) or open_here
+
+
+def sure_of_slowdown(row: Row) -> bool:
+    """Whether one pair is as sure of a slowdown as the gate must be to fail (99 %): what sends a
+    slowdown under the threshold to new pairs (``doubtful``), and what its row says of them."""
+    return row.confidence is not None and row.confidence >= FAIL_CONFIDENCE
 
 
 def leaves_threshold_open(row: Row, threshold: float) -> bool:
