@@ -6,20 +6,31 @@ of the thread that starts it, so a thread that lives and dies within one round (
 iterator's, or the compiler's for a function traced anew each call) runs all its life on the one
 core of the thread that started it, beside it.
 
-Two parts:
+Three parts:
 
 1. ``births``: in this process, a ``tf.data`` pipeline built and iterated in each call, 12 calls
    with every thread pinned as a same-job session pins them and 12 without; a watcher thread
    lists the threads born during the calls, with the cores each had at birth.
-2. ``sessions``: in a throwaway git repository holding that pipeline as a ``benchmark.pedantic``
-   test (20 rounds), ``--compare-ref=HEAD`` sessions of its first pair only
-   (``--tpu-compare-ref-rounds=1``), pinned and unpinned alternating. Unpinned is a
-   ``conftest.py`` of the repository that makes the head choose no shared core (then neither
-   side pins). Prints each session's smallest detectable change and the spread of the head's
-   round times (pytest-benchmark's IQR), then their medians.
+2. ``sessions``: in a throwaway git repository holding that pipeline (``--workload predict`` or
+   ``fit``: a small Keras model's ``model.predict`` of 4,000 rows, or one epoch of
+   ``model.fit`` on them) as a ``benchmark.pedantic`` test (20
+   rounds), ``--compare-ref=HEAD`` sessions of its first pair only
+   (``--tpu-compare-ref-rounds=1``), three arms in turn: ``let go`` from the third round where
+   threads started within the first pinned round used over 1 % of its CPU time, every thread
+   ``pinned`` throughout, and ``unpinned``. The arms are a ``conftest.py`` of the repository,
+   which both sides load, that sets ``CHURN_SHARE`` or makes the head choose no shared core
+   (then neither side pins). Prints each session's smallest
+   detectable change and the spread of the head's round times (pytest-benchmark's IQR), then
+   their medians.
+3. ``shares``: in this process, for that pipeline, the same dataset built once and iterated in
+   each call, Keras ``model.fit`` and ``model.predict`` and the gate experiment's four workloads,
+   the share of the first pinned round's CPU time that threads started or ended within it used
+   (what ``Pin.churned`` compares with ``CHURN_SHARE``), and the median time of calls 4-10 kept
+   pinned and released, twice each.
 
     python experiments/compare_ref/pin_births.py births
-    python experiments/compare_ref/pin_births.py sessions --sessions 10
+    python experiments/compare_ref/pin_births.py sessions --sessions 10 [--workload predict|fit]
+    python experiments/compare_ref/pin_births.py shares
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 PIPELINE = """
 import numpy as np
@@ -62,13 +73,74 @@ def test_tfdata_pipeline(benchmark):
 """
 )
 
-UNPINNED = """
+SHARES = (
+    PIPELINE
+    + """
+import keras
+
+DATASET = tf.data.Dataset.from_tensor_slices((FEATURES, LABELS)).map(lambda f, l: (f * 2.0, l))
+DATASET = DATASET.batch(64)
+MODEL = keras.Sequential(
+    [keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)]
+)
+MODEL.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+CASES = {
+    "pipeline": pipeline,
+    "iterated": lambda: sum(1 for _ in DATASET),
+    "fit": lambda: MODEL.fit(FEATURES, LABELS, batch_size=256, epochs=1, verbose=0),
+    "predict": lambda: MODEL.predict(FEATURES, verbose=0),
+    "predict500": lambda: MODEL.predict(FEATURES, batch_size=500, verbose=0),
+}
+"""
+)
+
+KERAS = """
+import keras
+import numpy as np
+
+FEATURES = np.random.default_rng(1).standard_normal((4000, 16)).astype("float32")
+LABELS = np.random.default_rng(2).integers(0, 10, size=4000).astype("int64")
+
+
+def model():
+    layers = [keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)]
+    return keras.Sequential([keras.Input((16,)), *layers])
+
+
+PREDICTOR, TRAINED = model(), model()
+TRAINED.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def fit():
+    TRAINED.fit(FEATURES, LABELS, batch_size=256, epochs=1, verbose=0)
+
+
+def predict():
+    PREDICTOR.predict(FEATURES, verbose=0)
+
+
+def test_tfdata_pipeline(benchmark):  # the name the table parser reads
+    benchmark.pedantic({call}, rounds=20, warmup_rounds=2)
+"""
+
+# The arms, switched in a conftest.py both sides load (the base inherits the environment and has
+# the committed file): "let go" wherever a round's churn is over 1 % (the plugin lets go over
+# ``CHURN_SHARE``), every thread "pinned" throughout, or nothing pinned.
+ARMS = ("let go", "pinned", "unpinned")
+ARM_ENV = "PIN_BIRTHS_ARM"
+SWITCH = """
 import os
 
-if os.environ.get("PIN_BIRTHS_UNPINNED"):
-    import pytest_tpu.sameref.plugin as plugin
+import pytest_tpu.sameref.pinning as pinning
+import pytest_tpu.sameref.plugin as plugin
 
+if os.environ.get("PIN_BIRTHS_ARM") == "unpinned":
     plugin.shared_core = lambda: None  # no shared core: neither side pins
+elif os.environ.get("PIN_BIRTHS_ARM") == "pinned":
+    pinning.CHURN_SHARE = float("inf")  # never let go
+else:
+    pinning.CHURN_SHARE = 0.01
 """
 
 
@@ -111,10 +183,54 @@ def births() -> None:
     stop.set()
 
 
-def session(repo: Path, unpinned: bool, out: Path) -> tuple[float, float]:
-    env = {k: v for k, v in os.environ.items() if k != "PIN_BIRTHS_UNPINNED"}
-    if unpinned:
-        env["PIN_BIRTHS_UNPINNED"] = "1"
+def share_of(pin: Any) -> float:
+    """The share ``Pin._churn`` compares, read the same way after the first pinned round."""
+    from pytest_tpu import threads
+
+    spent = time.process_time_ns() - pin.process_ns
+    now = {tid: threads.cpu_ns(tid) for tid in threads.ids()}
+    kept = sum(cpu - pin.used[tid] for tid, cpu in now.items() if tid in pin.used)
+    return float(spent - kept) / spent
+
+
+def shares() -> None:
+    import numpy as np
+
+    from pytest_tpu.sameref.pinning import Pin, shared_core
+
+    space: dict[str, object] = {}
+    exec(SHARES, space)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gate"))
+    import workloads  # the gate experiment's
+
+    cases = cast(dict[str, Callable[[], object]], space["CASES"])
+    for kind, (make, _) in workloads.WORK.items():
+        step = make()
+        cases[kind] = lambda step=step: step(workloads.STEPS)
+    for label, call in cases.items():
+        call()  # traced, built
+        for released in (False, True, False, True):
+            pin, times, share = Pin(shared_core()), [], float("nan")
+            for index in range(10):
+                pin.after_round()
+                pin.before_round(released)
+                start = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - start)
+                if index == 1:
+                    share = share_of(pin)
+            pin.release()
+            how = "released" if released else "pinned"
+            print(
+                f"{label:11s} share {share:+.3f}, calls 4-10 {how:8s} median "
+                f"{statistics.median(times[3:]) * 1000:.2f} ms, IQR "
+                f"{float(np.subtract(*np.percentile(times[3:], [75, 25]))) * 1000:.2f} ms",
+                flush=True,
+            )
+
+
+def session(repo: Path, arm: str, out: Path) -> tuple[float, float]:
+    env = {**os.environ, ARM_ENV: arm}
     args = ["--compare-ref=HEAD", "--fail-on-regression=5%", "--tpu-compare-ref-rounds=1"]
     command = [sys.executable, "-m", "pytest", "tests", "-p", "no:randomly", *args]
     done = subprocess.run(
@@ -127,22 +243,24 @@ def session(repo: Path, unpinned: bool, out: Path) -> tuple[float, float]:
     return float(row["detectable_pct"]), iqr
 
 
-def sessions(count: int) -> None:
+def sessions(count: int, workload: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         (repo / "tests").mkdir(parents=True)
-        (repo / "tests" / "test_tfdata.py").write_text(TEST)
-        (repo / "conftest.py").write_text(UNPINNED)
+        test = TEST if workload == "pipeline" else KERAS.replace("{call}", workload)
+        (repo / "tests" / "test_tfdata.py").write_text(test)
+        (repo / "conftest.py").write_text(SWITCH)
         for args in (["init", "-q"], ["add", "-A"]):
             subprocess.run(["git", *args], cwd=repo, check=True)
         subprocess.run(
             ["git", "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "tf.data"],
             cwd=repo, check=True,
         )  # fmt: skip
-        found: dict[str, list[tuple[float, float]]] = {"pinned": [], "unpinned": []}
+        found: dict[str, list[tuple[float, float]]] = {arm: [] for arm in ARMS}
         for index in range(count):
             for label in found:
-                reading = session(repo, label == "unpinned", Path(tmp) / f"{label}-{index}.json")
+                out = Path(tmp) / f"{label.replace(' ', '-')}-{index}.json"
+                reading = session(repo, label, out)
                 found[label].append(reading)
                 print(f"{index + 1} {label}: detects {reading[0]:.1f}%, IQR {reading[1]:.1f} ms")
         for label, readings in found.items():
@@ -156,10 +274,18 @@ def sessions(count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("births", "sessions"))
-    parser.add_argument("--sessions", type=int, default=10, help="of each kind (sessions)")
+    parser.add_argument("part", choices=("births", "sessions", "shares"))
+    parser.add_argument("--sessions", type=int, default=10, help="of each arm (sessions)")
+    parser.add_argument(
+        "--workload", choices=("pipeline", "predict", "fit"), default="pipeline", help="(sessions)"
+    )
     options = parser.parse_args()
-    births() if options.part == "births" else sessions(options.sessions)
+    if options.part == "births":
+        births()
+    elif options.part == "shares":
+        shares()
+    else:
+        sessions(options.sessions, options.workload)
 
 
 if __name__ == "__main__":
