@@ -28,6 +28,18 @@ other, spinning, for whole time slices (measured here: a 120x120 ``a @ a.T`` of 
 A benchmark's first runner call is left unpinned, because threads a library creates lazily there
 would inherit the calling thread's single core; threads born later are pinned at the next round.
 The turns already keep the two sides from running at once, so sharing the cores costs no time.
+
+A benchmark whose calls start threads that do much of its work is let go after its first pinned
+round. A thread inherits the cores of the thread that starts it, so one that lives and dies within
+a round (a ``tf.data`` iterator's, a compiler's for a function traced anew each call) runs all its
+life on the calling thread's one core, beside it, and is never placed: a ``tf.data`` pipeline
+built and iterated in each call took about 80 or 150 ms a round pinned, and the first pair of an
+A/A session could detect 41 % at the median pinned throughout, 28 % let go and 34 % with neither
+side pinned (``experiments/compare_ref/pin_births.py sessions``). Such threads show in the first
+pinned round as CPU time the process used that no thread alive at both its ends did (``churn``).
+Both sides must decide alike (one pinned and the other not reads the pinning as a change of the
+code), so each says what its first pinned round showed at its next turn, and from the third round
+on both release their threads where either side's did (``sameref.turns``).
 """
 
 from __future__ import annotations
@@ -35,11 +47,20 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections import defaultdict
 
 from pytest_tpu import threads
 
 BUSY_SHARE = 0.1  # of the calling thread's CPU time: less is idle, for placing threads
+# Of the process's CPU time in the first pinned round: where threads started or ended within it
+# used more, pinning is let go (``Pin.churned``). Code that starts no thread reads below zero (the
+# error's side); a tf.data pipeline built and iterated in each call reads 65 %. Not lower: Keras's
+# ``model.fit`` starts threads each call that use 3 % of a round, and let go after its second
+# round, a first pair detected 21.5 % at the median against 6.6 % pinned throughout
+# (``pin_births.py sessions --workload fit``). ``model.predict``'s 6 % lost the other way (17 %
+# let go, 46 % pinned): no share tells those two apart, and both stay pinned.
+CHURN_SHARE = 0.1
 CORE_ENV = "PYTEST_TPU_REF_CORE"  # the shared core, in the base session's environment
 
 
@@ -71,10 +92,38 @@ class Pin:
         self.cores: list[int] = []
         self.born_pinned: set[int] = set()  # threads made while this process was pinned
         self.used: dict[int, int] = {}  # CPU time of each thread before the first call, in ns
+        self.process_ns = 0  # the process's CPU time when ``used`` was read
+        # Whether threads started or ended within the first pinned round did work; None until
+        # that round is over (``after_round``).
+        self.churned: bool | None = None
+        self.let_go = False  # released for good after the second round: see the module's text
 
-    def before_round(self) -> None:
+    def after_round(self) -> None:
+        """After a runner call, before the next turn: what the first pinned round showed."""
+        if self.core is not None and self.calls == 2 and self.churned is None:
+            self.churned = self._churn()
+
+    def _churn(self) -> bool:
+        """Whether the process used more CPU time since ``used`` was read than the threads alive
+        then and now did, by more than ``CHURN_SHARE`` of it: threads born or ended meanwhile.
+
+        The process's clock is read before the threads' here, and after them when ``used`` was
+        read, so that work done while the threads are read counts as theirs: the error can only
+        hide churn, never make it up."""
+        spent = time.process_time_ns() - self.process_ns
+        now = {tid: threads.cpu_ns(tid) for tid in threads.ids()}
+        kept = sum(used - self.used[tid] for tid, used in now.items() if tid in self.used)
+        return spent > 0 and spent - kept > CHURN_SHARE * spent
+
+    def before_round(self, other: bool | None = None) -> None:
+        """Before a runner call (after its turn): pin, place again, or let go. ``other`` is what
+        the other side's first pinned round showed (``churned``), where known."""
         self.calls += 1
-        if self.core is None:
+        if self.core is None or self.let_go:
+            return
+        if self.calls >= 3 and (self.churned or other):
+            self.release()
+            self.let_go = True
             return
         if self.calls < 2:  # what each thread has used before the first call, left unpinned
             self.used = {tid: threads.cpu_ns(tid) for tid in threads.ids()}
@@ -123,6 +172,7 @@ class Pin:
         for tid in others:
             self._pin_other(tid)
         self.used = now
+        self.process_ns = time.process_time_ns()  # after the threads': see _churn
 
     def _pin_other(self, tid: int) -> None:
         name = threads.name(tid)

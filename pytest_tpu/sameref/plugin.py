@@ -244,6 +244,20 @@ class HeadPlugin:
             "they compare base with head, and can differ from a plain run's"
         )
 
+    def _let_go_note(self) -> str:
+        """The benchmarks whose threads both sides let go of (``pinning``), since a reader of the
+        header's "every thread pinned" would take their rounds for pinned too."""
+        leader = self.leader
+        if leader is None or self.core is None:
+            return ""
+        names = [nodeid for nodeid in leader.churned if leader.let_go(nodeid)]
+        if not names:
+            return ""
+        return (
+            "not pinned from their third round on, on either side, because their calls start "
+            "threads (which would inherit the rounds' one core): " + ", ".join(names)
+        )
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         if self.unmeasured:
             return [f"compare-ref: {self.ref} not run: {self.unmeasured}"]
@@ -314,7 +328,7 @@ class HeadPlugin:
         nodeid = item.nodeid
         pin = Pin(None if self.whole_runs else self.core)
         factor = self.factors.get(nodeid, 1)
-        wrap_runner(fixture, lambda: leader.before_head_round(nodeid), pin, factor)
+        wrap_runner(fixture, lambda seen: leader.before_head_round(nodeid, seen), pin, factor)
         try:
             try:
                 outcome = yield
@@ -405,6 +419,8 @@ class HeadPlugin:
         self._say_reported(comparison_lines(f"{self.ref} (same job)", rows, baseline=False))
         if rows and not self.whole_runs:
             self.lines.append(self._times_note())
+            if let_go := self._let_go_note():
+                self.lines.append(let_go)
         if note := one_pair_note(rows):
             self.lines.append(note)
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -569,7 +585,7 @@ class BasePlugin:
         timed = fixture is not None and not getattr(fixture, "disabled", False)
         if timed:
             factor = self.factors.get(nodeid, 1)
-            wrap_runner(fixture, lambda: self.follower.before_round(nodeid), pin, factor)
+            wrap_runner(fixture, lambda seen: self.follower.before_round(nodeid, seen), pin, factor)
         try:
             return (yield)
         finally:

@@ -37,8 +37,13 @@ _SEQUENCE = random.Random(20261125)  # one generator: its draws, not its first d
 _WARM_TURNS = tuple(_SEQUENCE.random() < WARM_SHARE for _ in range(4096))
 
 
-def wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: float) -> None:
+def wrap_runner(
+    fixture: Any, take_turn: Callable[[bool | None], bool], pin: Pin, factor: float
+) -> None:
     """Before every round of one BenchmarkFixture instance: wait for the turn, then pin.
+
+    ``take_turn`` is given what this side's first pinned round showed (``Pin.churned``) and
+    returns whether either side's showed threads started within it (``turns``).
 
     ``factor`` times the rounds: more in a session that resolves rows the first pair could not,
     fewer in a new pair that checks what a first pair resolved far finer than the threshold.
@@ -67,8 +72,8 @@ def wrap_runner(fixture: Any, take_turn: Callable[[], None], pin: Pin, factor: f
         repeatable = plain or same_arguments == [True]
 
         def taking_turns(*call_args: Any) -> Any:
-            take_turn()
-            pin.before_round()
+            pin.after_round()
+            pin.before_round(take_turn(pin.churned))
             count[0] += 1
             if repeatable and last[0] < WARM_BELOW_S and warm_turn(count[0]):
                 runner(*call_args)  # untimed: warms the caches the other side's round took

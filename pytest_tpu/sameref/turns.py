@@ -17,6 +17,10 @@ test, waits until the head is done with the test too, before its teardown, its r
 the last test, its whole session end. (Without that, the base's session end ran beside the head's
 last round of the last test: a Keras CNN measured last in a session stated 24-39 % as the smallest
 change it could detect, against 4-13 % (one 28 %) for its copies measured earlier in the session.)
+The turns also carry what each side's first pinned round of a test showed (``pinning.Pin``): the
+base says it when it asks for its next turn, and the head answers every turn with whether either
+side saw threads started within that round, so that both let their pins go from the third round
+on, or neither does.
 """
 
 from __future__ import annotations
@@ -91,6 +95,8 @@ class Leader:
         self.done: str | None = None  # a test the base finished and waits at, until the head has
         self.gone = False
         self.note = ""
+        # What each side's first pinned round of a test showed (``pinning.Pin.churned``).
+        self.churned: dict[str, dict[str, bool]] = defaultdict(dict)
         # Modules the base took from its own tree, and the checkout's it ran (``imports``).
         self.imported: tuple[list[str], list[str]] = ([], [])
 
@@ -115,6 +121,8 @@ class Leader:
         kind = message[0]
         if kind == "want":
             self.pending = message[1]
+            if len(message) > 2 and message[2] is not None:  # its first pinned round is over
+                self.churned[message[1]][BASE] = bool(message[2])
         elif kind == "result":
             self.results[message[1]] = message[2]
         elif kind == "done":
@@ -151,7 +159,7 @@ class Leader:
         wanted = self.pending
         self.pending = None
         try:
-            self.conn.send(("go",))
+            self.conn.send(("go", wanted is not None and self.let_go(wanted)))
             while self.pending is None and self.done is None and not self.gone:
                 self._take(self.conn.recv())
         except (EOFError, OSError):
@@ -166,10 +174,18 @@ class Leader:
         where = self.position.get(wanted)
         return where is None or where < self.position.get(nodeid, -1)
 
+    def let_go(self, nodeid: str) -> bool:
+        """Whether either side's first pinned round of ``nodeid`` saw threads started within it."""
+        return any(self.churned[nodeid].values())
+
     # -------------------------------------------------------------- the head's hooks
 
-    def before_head_round(self, nodeid: str) -> None:
-        """Give the base its turns before the head's next round of ``nodeid``."""
+    def before_head_round(self, nodeid: str, churned: bool | None = None) -> bool:
+        """Give the base its turns before the head's next round of ``nodeid``; ``churned`` is what
+        the head's first pinned round of it showed, where over. Returns whether either side's
+        did: then both let their pins go."""
+        if churned is not None:
+            self.churned[nodeid][HEAD] = churned
         if self.current != nodeid:
             self.current = nodeid
             self._wait_for_base(nodeid)
@@ -188,6 +204,7 @@ class Leader:
             self._hand_over()
         self.rounds[nodeid].head.append(count)
         self.counts[nodeid] += 1
+        return self.let_go(nodeid)
 
     def _wait_for_base(self, nodeid: str) -> None:
         """Before the head's first round of ``nodeid``: the base done with what came before and
@@ -264,24 +281,28 @@ class Follower:
             return None
         return cls(Client(address, family="AF_UNIX", authkey=key.encode()))
 
-    def _talk(self, message: tuple[Any, ...], answer: bool = False) -> None:
-        """Send ``message`` (and wait for "go"); without a head there is nothing to measure
-        for, so the base session ends at once rather than run on untimed."""
+    def _talk(self, message: tuple[Any, ...], answer: bool = False) -> tuple[Any, ...]:
+        """Send ``message`` (and wait for "go", which it returns); without a head there is
+        nothing to measure for, so the base session ends at once rather than run on untimed."""
         try:
             self.conn.send(message)
             while answer:
-                reply = self.conn.recv()[0]
-                if reply == "go":
-                    return
-                if reply != "sync":
+                reply = tuple(self.conn.recv())
+                if reply[0] == "go":
+                    return reply
+                if reply[0] != "sync":
                     raise EOFError
                 self.conn.send(("synced",))  # the head's own round trip (Leader._hand_over)
         except (EOFError, OSError):
             os._exit(HEAD_GONE_EXIT)
+        return ()
 
-    def before_round(self, nodeid: str) -> None:
-        """Ask for a turn; asking also says the previous round, and all around it, is over."""
-        self._talk(("want", nodeid), answer=True)
+    def before_round(self, nodeid: str, churned: bool | None = None) -> bool:
+        """Ask for a turn; asking also says the previous round, and all around it, is over, and
+        what this side's first pinned round showed (``churned``), where over. Returns whether
+        either side's did: then both let their pins go."""
+        reply = self._talk(("want", nodeid, churned), answer=True)
+        return len(reply) > 1 and bool(reply[1])
 
     def done(self, nodeid: str) -> None:
         """After the last round of ``nodeid``: wait until the head is done with it too."""
