@@ -303,6 +303,7 @@ def kind_of(nodeid: str) -> str:
 def from_gate_row(row: Row) -> ComparisonRow:
     """The gate's row (fractions, a status) as the report's row (percent, one verdict)."""
     from pytest_tpu.gate.lines import sure
+    from pytest_tpu.gate.stats import ONE_PAIR
     from pytest_tpu.report import ComparisonRow
 
     def pct(value: float | None) -> float | None:
@@ -326,6 +327,8 @@ def from_gate_row(row: Row) -> ComparisonRow:
         notes.insert(0, "[forced] environments differ")
     note = "; ".join(notes)
     mode = "paired" if "paired" in row.noise_source else "calibrated" if row.calibrated else "raw"
+    # One pair of processes' rounds claim no confidence for the user (``pair_confidence_pct``).
+    one_pair = row.noise_source.endswith(ONE_PAIR)
     return ComparisonRow(
         # Memory and first-call rows sit under the benchmark's own, named by their metric.
         name=row.nodeid if row.metric == "time" else f"{row.nodeid} ({row.metric})",
@@ -347,7 +350,8 @@ def from_gate_row(row: Row) -> ComparisonRow:
         detectable_pct=pct(row.detectable),
         confirmed=row.confirmed,
         regression=row.regression,
-        confidence_pct=pct(row.confidence),
+        confidence_pct=None if one_pair else pct(row.confidence),
+        pair_confidence_pct=pct(row.confidence) if one_pair else None,
         threshold_pct=pct(row.threshold),
         statistic=_statistic(row, mode),
         allowance_bytes=row.allowance,

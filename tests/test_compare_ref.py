@@ -155,6 +155,20 @@ def test_a_slower_commit_fails_with_exit_6(repo):
     assert len(worktrees(repo)) == 1
 
 
+def test_a_row_of_one_pair_of_processes_claims_no_confidence_in_the_report(repo):
+    # Unchanged 100 us numpy rows settled by one pair were "99 % sure" of a slowdown 52 times in
+    # 116 (r88-r92): their rounds' intervals leave out the offset between the two processes.
+    args = ("--compare-ref=HEAD", "--fail-on-regression=50", "--tpu-report=out.json")
+    result = repo.runpytest_subprocess(*FAST, *args)
+    assert result.ret == pytest.ExitCode.OK
+    rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
+    one = [row for row in rows if row["noise_source"].endswith("one pair of processes")]
+    assert one, [row["noise_source"] for row in rows]
+    for row in one:
+        assert row["confidence_pct"] is None
+        assert 0 <= row["pair_confidence_pct"] <= 100  # that pair's rounds' own figure
+
+
 SLEEPS = """
 import time
 

@@ -276,6 +276,18 @@ def test_a_new_pair_with_the_roles_swapped_is_judged_the_right_way_round():
     assert "again +2.4% [+0.6%, +4.3%] (roles swapped)" in row.reason
 
 
+def test_a_new_pair_s_own_confidence_is_read_where_its_report_leaves_confidence_null():
+    # A row of one pair of processes shows users no confidence_pct (its rounds cannot see an
+    # offset between the two processes); the judging still has that pair's own figure, and a pair
+    # with the roles swapped turns it round as it turns the change.
+    measured = {**again(9.0, 3.0, 15.0), "confidence_pct": None, "pair_confidence_pct": 99.6}
+    assert by_new_pair(FIRST, measured, 0.05).confidence == pytest.approx(0.996)
+    swapped = inverted({**again(-8.3, -13.0, -2.9), "pair_confidence_pct": 0.4})
+    assert swapped["pair_confidence_pct"] == pytest.approx(99.6)
+    assert swapped["confidence_pct"] is None
+    assert by_new_pair(FIRST, swapped, 0.05).confidence == pytest.approx(0.996)
+
+
 IMPROVED = replace(
     FIRST, verdict="faster", change=-0.036, low=-0.043, high=-0.029, regression=False
 )

@@ -39,7 +39,8 @@ def main() -> None:
         for _, arms, rows in reports(keep):
             for row in rows:
                 name = str(row["name"]).partition("::")[2]
-                sure = row.get("confidence_pct")
+                # A row of one pair keeps its rounds' figure apart (since session 65).
+                sure = row.get("pair_confidence_pct", row.get("confidence_pct"))
                 if arm_of(arms, name) != 0 or not isinstance(sure, (int, float)):
                     continue
                 workload = name.partition("[")[2].partition("-")[0]

@@ -177,6 +177,10 @@ class ComparisonRow:
     confirmed: bool | None = None
     regression: bool = False  # this row fails the gate
     confidence_pct: float | None = None  # how sure the comparison is of a slowdown (in %)
+    # On a --compare-ref row of one pair of processes, confidence_pct is null: that pair's rounds
+    # cannot see an offset between its two processes, and unchanged rows were "99 % sure" of a
+    # slowdown in 52 of 116 (a 100 us numpy function). This is how sure those rounds alone are.
+    pair_confidence_pct: float | None = None
     threshold_pct: float | None = None  # the slowdown the verdict was judged against (in %)
     # What baseline, current and change measure, for a time row: the mean of the fastest half
     # (raw), the middle half of paired ratios (paired), ratios to the calibration kernel

@@ -11,7 +11,7 @@ from pytest_tpu.gate.compare import Row, interval_agrees, with_change
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import TAIL, Change, one_pair_may_hide
 from pytest_tpu.sameref import pairs
-from pytest_tpu.sameref.reportrow import number, numbers
+from pytest_tpu.sameref.reportrow import confidence, number, numbers
 from pytest_tpu.sameref.rows import factor_within
 from pytest_tpu.sameref.swap import SWAPPED_KEY
 
@@ -297,7 +297,7 @@ def measured_as(row: Row, again: Mapping[str, Any]) -> dict[str, Any]:
         "change": number(again, "change_pct", 100),
         "low": number(again, "ci_low", 100),
         "high": number(again, "ci_high", 100),
-        "confidence": number(again, "confidence_pct", 100),
+        "confidence": confidence(again, 100),
         "detectable": number(again, "detectable_pct", 100),
         "noise_source": str(again.get("noise_source") or row.noise_source),
         "base_value": number(again, "baseline") or row.base_value,

@@ -70,12 +70,12 @@ def inverted(row: Mapping[str, Any]) -> dict[str, Any]:
     Its own gate's word is dropped: the rules of ``judge`` judge it on its numbers."""
     out = dict(row)
     low, high = _turned(number(row, "ci_high")), _turned(number(row, "ci_low"))
-    sure = number(row, "confidence_pct")
+    sure = {key: number(row, key) for key in ("confidence_pct", "pair_confidence_pct")}
     out.update(
+        {key: None if value is None else 100.0 - value for key, value in sure.items()},
         change_pct=_turned(number(row, "change_pct")),
         ci_low=low,
         ci_high=high,
-        confidence_pct=None if sure is None else 100.0 - sure,
         baseline=row.get("current"),
         current=row.get("baseline"),
         verdict=_FLIPPED.get(str(row.get("verdict")), row.get("verdict")),
