@@ -400,8 +400,13 @@ def test_an_unchanged_row_says_what_it_rests_on_beside_a_detectable_past_the_thr
     )
     (note,) = report.comparison_notes([open_faster])
     assert note.endswith(
-        "detects 9.6% 4 times in 5; its 95% interval rules a slowdown of the threshold out"
+        "detects 9.6% 4 times in 5; its 95% interval rules a slowdown of the threshold out, not "
+        "a speed-up of it (-5.4%)"
     )
+    # Trial 44: without those last words, "inconclusive" had no reason beside it.
+    within = dataclasses.replace(open_faster, ci_low=-4.9)
+    (note,) = report.comparison_notes([within])
+    assert note.endswith("its 95% interval rules a slowdown of the threshold out")
     # One pair of processes must rule out more than its interval does: its note says so.
     one_pair = dataclasses.replace(
         open_faster, noise_source="80 paired rounds, one pair of processes"

@@ -233,6 +233,10 @@ def row_details(row: ComparisonRow) -> str:
             # So beside a gate line that counts the row as "ruling a slowdown of its threshold
             # out" (trial 38: -0.5% [-5.4, +4.6] inconclusive, "detects 9.6%").
             detects += " 4 times in 5; its 95% interval rules a slowdown of the threshold out"
+            # ... and says what keeps it from "unchanged" (trial 44: -1.7 % [-11.7, +9.4]
+            # "inconclusive" at 10 %, beside only "rules a slowdown of the threshold out").
+            if row.verdict == "inconclusive" and _reaches_speedup(row):
+                detects += f", not a speed-up of it ({row.ci_low:+.1f}%)"
         parts.append(detects)
     if row.confirmed is not None and "confirmed" not in said and "held back" not in said:
         parts.append("confirmed by a re-measurement" if row.confirmed else "not confirmed")
@@ -245,6 +249,12 @@ def _rules_slowdown_out(row: ComparisonRow) -> bool:
     if row.higher_is_better or row.ci_high is None or row.threshold_pct is None:
         return False
     return row.ci_high < row.threshold_pct and not row.noise_source.endswith(ONE_PAIR)
+
+
+def _reaches_speedup(row: ComparisonRow) -> bool:
+    """Whether a time row's interval reaches a speed-up of its threshold."""
+    low, threshold = row.ci_low, row.threshold_pct
+    return low is not None and threshold is not None and low <= -threshold
 
 
 def _says(note: str, detectable: float) -> bool:
