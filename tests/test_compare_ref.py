@@ -94,9 +94,9 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
             "the table's times are rounds taken in turns with the other tree's process*: they "
             "compare base with head, and can differ from a plain run's",
             # What one pair's intervals cover, said once (trial 22: read as exact).
-            "* row(s) measured by one pair of processes: their intervals and 'detects' are that "
-            "pair's rounds' own; two processes with the same code can differ by more (a few "
-            "percent for some code), and the gate allows for it (docs/compare-ref.md: *)",
+            "* row(s) measured by one pair of processes each (*): their intervals and 'detects' "
+            "are that pair's rounds' own; two processes with the same code can differ by more "
+            "(a few percent for some code), and the gate allows for it (docs/compare-ref.md: *)",
             "regression gate (60%): *",
             "test_ped: *paired rounds in this job*",
         ],

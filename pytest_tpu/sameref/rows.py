@@ -289,9 +289,12 @@ def one_pair_note(rows: Sequence[Row]) -> str:
         return ""
     # One short line with the heading of the rules, not the rules themselves (trial 32: six
     # rules in one 660-character line, in every session's log).
+    # "Each": beside "measured ... again in a new pair of processes", a bare "one pair" read as if
+    # the rows measured again had been left out (trial 44).
     return (
-        f"{alone} row(s) measured by one pair of processes: their intervals and 'detects' are "
-        "that pair's rounds' own; two processes with the same code can differ by more (a few "
+        f"{alone} row(s) measured by one pair of processes each (the session's first pair, or the "
+        "new pair that measured it again): their intervals and 'detects' are that pair's rounds' "
+        "own; two processes with the same code can differ by more (a few "
         'percent for some code), and the gate allows for it (docs/compare-ref.md: "One pair of '
         'processes does not call a change under the threshold")'
     )
