@@ -82,7 +82,9 @@ def core_from_env() -> int | None:
 
 class Pin:
     """Pins every thread of this process from a benchmark's second round on (the calling thread
-    to ``core``, the others spread over the cores); ``release`` gives each back what it had."""
+    to ``core``, the others spread over the cores), and lets them go from the third where either
+    side's second started threads that did much of its work (``churned``); ``release`` gives each
+    back what it had."""
 
     def __init__(self, core: int | None) -> None:
         self.core = core
