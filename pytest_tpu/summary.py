@@ -303,7 +303,7 @@ def kind_of(nodeid: str) -> str:
 def from_gate_row(row: Row) -> ComparisonRow:
     """The gate's row (fractions, a status) as the report's row (percent, one verdict)."""
     from pytest_tpu.gate.lines import sure
-    from pytest_tpu.gate.stats import ONE_PAIR
+    from pytest_tpu.gate.stats import by_one_pair
     from pytest_tpu.report import ComparisonRow
 
     def pct(value: float | None) -> float | None:
@@ -328,7 +328,7 @@ def from_gate_row(row: Row) -> ComparisonRow:
     note = "; ".join(notes)
     mode = "paired" if "paired" in row.noise_source else "calibrated" if row.calibrated else "raw"
     # One pair of processes' rounds claim no confidence for the user (``pair_confidence_pct``).
-    one_pair = row.noise_source.endswith(ONE_PAIR)
+    one_pair = by_one_pair(row.noise_source)
     return ComparisonRow(
         # Memory and first-call rows sit under the benchmark's own, named by their metric.
         name=row.nodeid if row.metric == "time" else f"{row.nodeid} ({row.metric})",

@@ -12,7 +12,7 @@ from pytest_tpu.gate.history import RunSummary, duration, saved_reach
 from pytest_tpu.gate.stats import (
     CONFIDENCE,
     FAIL_CONFIDENCE,
-    ONE_PAIR,
+    by_one_pair,
     one_pair_cannot_catch,
     one_pair_may_hide,
 )
@@ -269,7 +269,7 @@ def _named(row: Row, threshold: float) -> str:
         # (trial 37: "(one pair of processes)" beside a note on +2.4 % [-0.5, +5.3] read as two
         # reasons for one row).
         return f"{name} up to {pct(row.high)}"
-    return f"{name} (one pair of processes)" if row.noise_source.endswith(ONE_PAIR) else name
+    return f"{name} (one pair of processes)" if by_one_pair(row.noise_source) else name
 
 
 def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) -> str:
@@ -356,7 +356,7 @@ def _may_hide(row: Row) -> bool:
     offset between the two that its interval leaves out (``sameref.rows.one_pair``)."""
     if row.high is None or row.threshold is None or row.high >= row.threshold:
         return True
-    if row.change is None or not row.noise_source.endswith(ONE_PAIR):
+    if row.change is None or not by_one_pair(row.noise_source):
         return False
     return one_pair_cannot_catch(row.detectable, row.threshold) or one_pair_may_hide(
         row.change, row.high, row.threshold
@@ -392,7 +392,7 @@ def _unresolved_line(row: Row, threshold: float) -> str:
     # that took 0.74 of 2 cores).
     machine = row.reason.partition(ALSO)[2] if confidence < FAIL_CONFIDENCE else ""
     # One pair's interval is its rounds' own (trial 40, point 3), as the legend says too.
-    alone = " of one pair of processes' rounds" if row.noise_source.endswith(ONE_PAIR) else ""
+    alone = " of one pair of processes' rounds" if by_one_pair(row.noise_source) else ""
     return (
         f"UNRESOLVED {row.nodeid}: time{_statistic(row)} {pct(row.change)} (95% interval"
         f"{alone} {pct(row.low)} .. {pct(row.high)}), past its {own:g}% threshold but {why}"

@@ -48,6 +48,12 @@ Location = Callable[[Sequence[float]], float]
 T = TypeVar("T")
 
 
+def by_one_pair(noise_source: str) -> bool:
+    """Whether a row's noise source says one pair of processes' rounds measured it (``ONE_PAIR``):
+    its interval leaves out an offset between the two processes."""
+    return noise_source.endswith(ONE_PAIR)
+
+
 def one_pair_cannot_catch(detectable: float | None, threshold: float) -> bool:
     """Whether one pair of processes' rounds could not have caught a slowdown of ``threshold``
     reliably (their smallest detectable slowdown lies past it), so that an offset between the

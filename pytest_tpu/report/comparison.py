@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from pytest_tpu import units
-from pytest_tpu.gate.stats import ONE_PAIR, TAIL
+from pytest_tpu.gate.stats import TAIL, by_one_pair
 from pytest_tpu.report.layout import fit, shorten_middle, tabulate_rows, widest
 from pytest_tpu.report.model import (
     MAX_WIDTH,
@@ -248,7 +248,7 @@ def _rules_slowdown_out(row: ComparisonRow) -> bool:
     one pair of processes must rule out more (``gate.lines._may_hide``), and its note says why."""
     if row.higher_is_better or row.ci_high is None or row.threshold_pct is None:
         return False
-    return row.ci_high < row.threshold_pct and not row.noise_source.endswith(ONE_PAIR)
+    return row.ci_high < row.threshold_pct and not by_one_pair(row.noise_source)
 
 
 def _reaches_speedup(row: ComparisonRow) -> bool:
@@ -268,7 +268,7 @@ def _says(note: str, detectable: float) -> bool:
 
 def one_pair_rows(rows: Sequence[ComparisonRow]) -> bool:
     """Whether some row's interval is one pair of processes' rounds' own (``ONE_PAIR_LEGEND``)."""
-    return any(row.noise_source.endswith(ONE_PAIR) for row in rows)
+    return any(by_one_pair(row.noise_source) for row in rows)
 
 
 def legend_for(tables: bool, comparison: Sequence[ComparisonRow] | None) -> str:

@@ -47,7 +47,7 @@ from typing import Any
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
-from pytest_tpu.gate.stats import FAIL_CONFIDENCE, ONE_PAIR, POWER, one_pair_may_hide
+from pytest_tpu.gate.stats import FAIL_CONFIDENCE, POWER, by_one_pair, one_pair_may_hide
 from pytest_tpu.sameref.judge import interval_text
 from pytest_tpu.sameref.pairs import of_report, of_row
 from pytest_tpu.sameref.reportrow import numbers
@@ -124,7 +124,7 @@ def allowed_for(row: Row, threshold: float, offset: Offset | None) -> Row:
     +3.5 % [-2.0, +9.2], it was called ``unchanged`` at -0.8 % [-2.7, +1.1].)"""
     if offset is None or offset.rms <= 0 or row.status != "compared":
         return row
-    if row.verdict not in ("unchanged", "inconclusive") or not row.noise_source.endswith(ONE_PAIR):
+    if row.verdict not in ("unchanged", "inconclusive") or not by_one_pair(row.noise_source):
         return row
     if row.change is None or row.high is None or row.high <= -1:
         return row

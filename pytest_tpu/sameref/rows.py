@@ -13,11 +13,11 @@ from pytest_tpu.gate.compare import Measured, Row, decide, row_of, tail
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import (
     FAIL_CONFIDENCE,
-    ONE_PAIR,
     ONE_PAIR_HIDES,
     SPREAD_OF_PAIRS,
     TAIL,
     Change,
+    by_one_pair,
     clean,
     one_pair_cannot_catch,
     one_pair_may_hide,
@@ -284,7 +284,7 @@ def one_pair_note(rows: Sequence[Row]) -> str:
     are none: their rounds, not an offset between processes. Said once under the counts (trial
     22: an unchanged 60 µs function read -3.89 % [-4.22, -3.57] ``unchanged``, "detects 0.6 %",
     and its intervals left out zero in 38 of 40 rows)."""
-    alone = sum(row.status == "compared" and row.noise_source.endswith(ONE_PAIR) for row in rows)
+    alone = sum(row.status == "compared" and by_one_pair(row.noise_source) for row in rows)
     if not alone:
         return ""
     # One short line with the heading of the rules, not the rules themselves (trial 32: six
@@ -553,7 +553,7 @@ def unchecked(rows: Sequence[Row]) -> list[Row]:
     showed one pair's "SLOWER" and counted "1 slower" above "the gate was not applied")."""
     found = []
     for row in rows:
-        first = row.noise_source.endswith(ONE_PAIR) and row.confirmed is None
+        first = by_one_pair(row.noise_source) and row.confirmed is None
         if row.status != "compared" or not first:
             found.append(row)
             continue

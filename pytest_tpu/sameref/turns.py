@@ -176,7 +176,7 @@ class Leader:
 
     def let_go(self, nodeid: str) -> bool:
         """Whether either side's first pinned round of ``nodeid`` saw threads started within it."""
-        return any(self.churned[nodeid].values())
+        return any(self.churned.get(nodeid, {}).values())  # a query adds no entry
 
     # -------------------------------------------------------------- the head's hooks
 
