@@ -84,6 +84,20 @@ def test_a_stored_baseline_fails_slow_calls_in_the_tail_on_the_mean(pytester):
     result = pytester.runpytest_subprocess(
         *FAST, "--compare=main", "--fail-on-regression=5%", f"--tpu-report={report}"
     )
+    if (
+        result.ret == 0
+        and "copied memory more slowly than in the saved runs" in result.stdout.str()
+    ):
+        # A host copying memory far more slowly than when the runs were saved holds a slowdown
+        # back, and says so (gate.bandwidth; a CI run, twice in a row: copies +53 % and +68 %,
+        # 99 % sure, both rows "held back by the machine"). The tail's mean is still what the
+        # rows measured, sevenfold.
+        held = [
+            row for row in report_rows(report).values() if "held back by the machine" in row["note"]
+        ]
+        assert held and all(row["statistic"] == TAIL for row in held), held
+        assert all(200 < row["change_pct"] < 1200 for row in held), held
+        return
     assert result.ret == REGRESSION_EXIT_CODE, result.stdout.str()
     result.stdout.fnmatch_lines(
         [f"REGRESSION test_bench.py::test_*: time ({TAIL}) +*% vs 'main' *confirmed*"]
