@@ -20,6 +20,7 @@ TIMED_MODULES = frozenset(
         "test_contention.py",
         "test_gate.py",
         "test_metric_gate.py",
+        "test_pinning.py",
         "test_tail.py",
     }
 )

@@ -13,15 +13,14 @@ Three parts:
    lists the threads born during the calls, with the cores each had at birth.
 2. ``sessions``: in a throwaway git repository holding that pipeline (``--workload predict`` or
    ``fit``: a small Keras model's ``model.predict`` of 4,000 rows, or one epoch of
-   ``model.fit`` on them) as a ``benchmark.pedantic`` test (20
-   rounds), ``--compare-ref=HEAD`` sessions of its first pair only
-   (``--tpu-compare-ref-rounds=1``), three arms in turn: ``let go`` from the third round where
-   threads started within the first pinned round used over 1 % of its CPU time, every thread
-   ``pinned`` throughout, and ``unpinned``. The arms are a ``conftest.py`` of the repository,
-   which both sides load, that sets ``CHURN_SHARE`` or makes the head choose no shared core
-   (then neither side pins). Prints each session's smallest
-   detectable change and the spread of the head's round times (pytest-benchmark's IQR), then
-   their medians.
+   ``model.fit`` on them) as a ``benchmark.pedantic`` test (20 rounds), ``--compare-ref=HEAD``
+   sessions of its first pair only (``--tpu-compare-ref-rounds=1``), the arms in turn (``--arms``,
+   all four by default): the plugin ``as is``; ``let go`` from the third round where threads
+   started within the first pinned round used over 1 % of its CPU time; every thread ``pinned``
+   throughout; ``unpinned``. The arms are a ``conftest.py`` of the repository, which both sides
+   load, that sets ``pinning``'s thresholds or makes the head choose no shared core (then neither
+   side pins). Prints each session's smallest detectable change, the spread of the head's round
+   times (pytest-benchmark's IQR) and whether both sides let go, then their medians.
 3. ``shares``: in this process, for that pipeline, the same dataset built once and iterated in
    each call, Keras ``model.fit`` and ``model.predict`` and the gate experiment's four workloads,
    the share of the first pinned round's CPU time that threads started or ended within it used
@@ -29,7 +28,8 @@ Three parts:
    pinned and released, twice each.
 
     python experiments/compare_ref/pin_births.py births
-    python experiments/compare_ref/pin_births.py sessions --sessions 10 [--workload predict|fit]
+    python experiments/compare_ref/pin_births.py sessions --sessions 8 --workload predict \
+        --arms "as is,pinned"
     python experiments/compare_ref/pin_births.py shares
 """
 
@@ -48,7 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 PIPELINE = """
 import numpy as np
@@ -125,9 +125,9 @@ def test_tfdata_pipeline(benchmark):  # the name the table parser reads
 """
 
 # The arms, switched in a conftest.py both sides load (the base inherits the environment and has
-# the committed file): "let go" wherever a round's churn is over 1 % (the plugin lets go over
-# ``CHURN_SHARE``), every thread "pinned" throughout, or nothing pinned.
-ARMS = ("let go", "pinned", "unpinned")
+# the committed file): the plugin "as is", "let go" wherever a round's churn is over 1 %, every
+# thread "pinned" throughout, or nothing pinned.
+ARMS = ("as is", "let go", "pinned", "unpinned")
 ARM_ENV = "PIN_BIRTHS_ARM"
 SWITCH = """
 import os
@@ -138,8 +138,8 @@ import pytest_tpu.sameref.plugin as plugin
 if os.environ.get("PIN_BIRTHS_ARM") == "unpinned":
     plugin.shared_core = lambda: None  # no shared core: neither side pins
 elif os.environ.get("PIN_BIRTHS_ARM") == "pinned":
-    pinning.CHURN_SHARE = float("inf")  # never let go
-else:
+    pinning.CHURN_SHARE = pinning.SOME_CHURN = float("inf")  # never let go
+elif os.environ.get("PIN_BIRTHS_ARM") == "let go":
     pinning.CHURN_SHARE = 0.01
 """
 
@@ -183,16 +183,6 @@ def births() -> None:
     stop.set()
 
 
-def share_of(pin: Any) -> float:
-    """The share ``Pin._churn`` compares, read the same way after the first pinned round."""
-    from pytest_tpu import threads
-
-    spent = time.process_time_ns() - pin.process_ns
-    now = {tid: threads.cpu_ns(tid) for tid in threads.ids()}
-    kept = sum(cpu - pin.used[tid] for tid, cpu in now.items() if tid in pin.used)
-    return float(spent - kept) / spent
-
-
 def shares() -> None:
     import numpy as np
 
@@ -218,7 +208,7 @@ def shares() -> None:
                 call()
                 times.append(time.perf_counter() - start)
                 if index == 1:
-                    share = share_of(pin)
+                    share = pin._churn()  # as Pin.after_round reads it
             pin.release()
             how = "released" if released else "pinned"
             print(
@@ -229,7 +219,9 @@ def shares() -> None:
             )
 
 
-def session(repo: Path, arm: str, out: Path) -> tuple[float, float]:
+def session(repo: Path, arm: str, out: Path) -> tuple[float, float, bool]:
+    """One A/A session's smallest detectable change, the head's rounds' IQR (ms), and whether
+    both sides let the threads go (the line under the table says so)."""
     env = {**os.environ, ARM_ENV: arm}
     args = ["--compare-ref=HEAD", "--fail-on-regression=5%", "--tpu-compare-ref-rounds=1"]
     command = [sys.executable, "-m", "pytest", "tests", "-p", "no:randomly", *args]
@@ -240,10 +232,10 @@ def session(repo: Path, arm: str, out: Path) -> tuple[float, float]:
     # pytest-benchmark's table: min max mean stddev median IQR, in ms.
     found = re.search(r"^test_tfdata_pipeline\s+(?:[\d.,]+\s+){5}([\d.,]+)", done.stdout, re.M)
     iqr = float(found[1].replace(",", "")) if found else float("nan")
-    return float(row["detectable_pct"]), iqr
+    return float(row["detectable_pct"]), iqr, "not pinned from their third round" in done.stdout
 
 
-def sessions(count: int, workload: str) -> None:
+def sessions(count: int, workload: str, arms: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         (repo / "tests").mkdir(parents=True)
@@ -256,19 +248,22 @@ def sessions(count: int, workload: str) -> None:
             ["git", "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "tf.data"],
             cwd=repo, check=True,
         )  # fmt: skip
-        found: dict[str, list[tuple[float, float]]] = {arm: [] for arm in ARMS}
+        found: dict[str, list[tuple[float, float, bool]]] = {arm: [] for arm in arms}
         for index in range(count):
             for label in found:
                 out = Path(tmp) / f"{label.replace(' ', '-')}-{index}.json"
                 reading = session(repo, label, out)
                 found[label].append(reading)
-                print(f"{index + 1} {label}: detects {reading[0]:.1f}%, IQR {reading[1]:.1f} ms")
+                went = ", let go" if reading[2] else ""
+                said = f"detects {reading[0]:.1f}%, IQR {reading[1]:.1f} ms{went}"
+                print(f"{index + 1} {label}: {said}")
         for label, readings in found.items():
-            detects, iqrs = zip(*readings, strict=True)
+            detects, iqrs, gone = zip(*readings, strict=True)
             print(
                 f"{label}: detectable median {statistics.median(detects):.1f}% "
                 f"({min(detects):.1f}-{max(detects):.1f}), head rounds' IQR median "
-                f"{statistics.median(iqrs):.1f} ms ({min(iqrs):.1f}-{max(iqrs):.1f})"
+                f"{statistics.median(iqrs):.1f} ms ({min(iqrs):.1f}-{max(iqrs):.1f}), "
+                f"let go in {sum(gone)} of {len(gone)}"
             )
 
 
@@ -276,6 +271,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=("births", "sessions", "shares"))
     parser.add_argument("--sessions", type=int, default=10, help="of each arm (sessions)")
+    parser.add_argument("--arms", default=",".join(ARMS), help="comma list (sessions)")
     parser.add_argument(
         "--workload", choices=("pipeline", "predict", "fit"), default="pipeline", help="(sessions)"
     )
@@ -285,7 +281,7 @@ def main() -> None:
     elif options.part == "shares":
         shares()
     else:
-        sessions(options.sessions, options.workload)
+        sessions(options.sessions, options.workload, options.arms.split(","))
 
 
 if __name__ == "__main__":

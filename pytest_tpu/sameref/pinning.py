@@ -37,6 +37,9 @@ built and iterated in each call took about 80 or 150 ms a round pinned, and the 
 A/A session could detect 41 % at the median pinned throughout, 28 % let go and 34 % with neither
 side pinned (``experiments/compare_ref/pin_births.py sessions``). Such threads show in the first
 pinned round as CPU time the process used that no thread alive at both its ends did (``churn``).
+Where they did little of the work, pinning can still hurt or not: Keras's ``model.predict`` ran
+about half its pinned calls at twice its unpinned time, ``model.fit`` all at the same; so there
+untimed calls unpinned and pinned in turn decide.
 Both sides must decide alike (one pinned and the other not reads the pinning as a change of the
 code), so each says what its first pinned round showed at its next turn, and from the third round
 on both release their threads where either side's did (``sameref.turns``).
@@ -49,6 +52,7 @@ import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from pytest_tpu import threads
 
@@ -59,8 +63,19 @@ BUSY_SHARE = 0.1  # of the calling thread's CPU time: less is idle, for placing 
 # ``model.fit`` starts threads each call that use 3 % of a round, and let go after its second
 # round, a first pair detected 21.5 % at the median against 6.6 % pinned throughout
 # (``pin_births.py sessions --workload fit``). ``model.predict``'s 6 % lost the other way (17 %
-# let go, 46 % pinned): no share tells those two apart, and both stay pinned.
+# let go, 46 % pinned): no share tells those two apart ...
 CHURN_SHARE = 0.1
+# ... but what pinning does to their calls does. Pinned, ``model.predict`` took 160-170 ms a call
+# in some calls and 80-90 ms in others, mixed within one process, against 80-90 ms unpinned;
+# ``model.fit``'s calls took the same time either way. So where threads started in the first
+# pinned round used more than ``SOME_CHURN`` of it, untimed calls in that round's turn, unpinned
+# and pinned in turn (``PROBE_PAIRS`` of each, fewer where they would take over
+# ``PROBE_BUDGET_S``), decide: let go where the pinned ones took ``SLOWED`` times the unpinned
+# ones' time or more. One call of each would miss ``model.predict`` about half the time.
+SOME_CHURN = 0.01
+SLOWED = 1.2
+PROBE_PAIRS = 3
+PROBE_BUDGET_S = 1.0
 CORE_ENV = "PYTEST_TPU_REF_CORE"  # the shared core, in the base session's environment
 
 
@@ -83,8 +98,8 @@ def core_from_env() -> int | None:
 class Pin:
     """Pins every thread of this process from a benchmark's second round on (the calling thread
     to ``core``, the others spread over the cores), and lets them go from the third where either
-    side's second started threads that did much of its work (``churned``); ``release`` gives each
-    back what it had."""
+    side's second started threads that did much of its work, or some work and calls ran slower
+    pinned than not (``churned``); ``release`` gives each back what it had."""
 
     def __init__(self, core: int | None) -> None:
         self.core = core
@@ -95,19 +110,29 @@ class Pin:
         self.born_pinned: set[int] = set()  # threads made while this process was pinned
         self.used: dict[int, int] = {}  # CPU time of each thread before the first call, in ns
         self.process_ns = 0  # the process's CPU time when ``used`` was read
-        # Whether threads started or ended within the first pinned round did work; None until
-        # that round is over (``after_round``).
+        # Whether threads started or ended within the first pinned round did much work, or some
+        # and pinning slowed the calls: a reason to let go. None until that round is over
+        # (``after_round``).
         self.churned: bool | None = None
         self.let_go = False  # released for good after the second round: see the module's text
 
-    def after_round(self) -> None:
-        """After a runner call, before the next turn: what the first pinned round showed."""
-        if self.core is not None and self.calls == 2 and self.churned is None:
-            self.churned = self._churn()
+    def after_round(self, probe: Callable[[], float] | None = None) -> None:
+        """After a runner call, in its turn: what the first pinned round showed. ``probe`` makes
+        one more, untimed call and returns its time, where the benchmark's calls may be repeated.
+        """
+        if self.core is None or self.calls != 2 or self.churned is not None:
+            return
+        share = self._churn()
+        if share > CHURN_SHARE:
+            self.churned = True
+        elif share > SOME_CHURN and probe is not None:
+            self.churned = self._slowed(probe)
+        else:
+            self.churned = False
 
-    def _churn(self) -> bool:
-        """Whether the process used more CPU time since ``used`` was read than the threads alive
-        then and now did, by more than ``CHURN_SHARE`` of it: threads born or ended meanwhile.
+    def _churn(self) -> float:
+        """The share of the CPU time the process used since ``used`` was read that the threads
+        alive then and now did not: the work of threads born or ended meanwhile.
 
         The process's clock is read before the threads' here, and after them when ``used`` was
         read, so that work done while the threads are read counts as theirs: the error can only
@@ -115,7 +140,38 @@ class Pin:
         spent = time.process_time_ns() - self.process_ns
         now = {tid: threads.cpu_ns(tid) for tid in threads.ids()}
         kept = sum(used - self.used[tid] for tid, used in now.items() if tid in self.used)
-        return spent > 0 and spent - kept > CHURN_SHARE * spent
+        return (spent - kept) / spent if spent > 0 else 0.0
+
+    def _slowed(self, probe: Callable[[], float]) -> bool:
+        """Whether calls took ``SLOWED`` times longer pinned than unpinned, in untimed calls of
+        each in turn, unpinned first; the threads are placed as before the first when done. A
+        call that raises ends the trial, pinned: the timed rounds show the user what it raised.
+        """
+        pinned = self._placement()
+        every = self.saved.get(threading.get_native_id(), set())
+        alone = {tid: self.saved.get(tid) or every for tid in pinned}
+        took = {False: 0.0, True: 0.0}
+        try:
+            for _ in range(PROBE_PAIRS):
+                for placement, is_pinned in ((alone, False), (pinned, True)):
+                    _place(placement)
+                    took[is_pinned] += probe()
+                if sum(took.values()) > PROBE_BUDGET_S:
+                    break
+        except Exception:  # an untimed call of ours must not fail the test
+            return False
+        finally:
+            _place(pinned)
+        return took[True] >= SLOWED * took[False]
+
+    @staticmethod
+    def _placement() -> dict[int, set[int]]:
+        """The cores of every thread of this process, as they are now."""
+        now = {}
+        for tid in threads.ids():
+            with contextlib.suppress(OSError):  # ended meanwhile
+                now[tid] = os.sched_getaffinity(tid)
+        return now
 
     def before_round(self, other: bool | None = None) -> None:
         """Before a runner call (after its turn): pin, place again, or let go. ``other`` is what
@@ -196,11 +252,15 @@ class Pin:
             # That covers threads born after the last round too (a pool grown in the test body).
             backs |= {tid: every for tid in threads.ids() if tid not in self.saved}
             backs |= dict.fromkeys(self.born_pinned, every)
-        for tid, back in backs.items():
-            if not back:
-                continue
-            with contextlib.suppress(OSError):  # ended, or a core taken away meanwhile
-                os.sched_setaffinity(tid, back)
+        _place(backs)
         self.saved.clear()
         self.named.clear()
         self.born_pinned.clear()
+
+
+def _place(cores: dict[int, set[int]]) -> None:
+    """Give each thread its cores (none: leave it as it is)."""
+    for tid, back in cores.items():
+        if back:
+            with contextlib.suppress(OSError):  # ended, or a core taken away meanwhile
+                os.sched_setaffinity(tid, back)

@@ -72,18 +72,23 @@ def wrap_runner(
         repeatable = plain or same_arguments == [True]
 
         def taking_turns(*call_args: Any) -> Any:
-            pin.after_round()
             pin.before_round(take_turn(pin.churned))
             count[0] += 1
             if repeatable and last[0] < WARM_BELOW_S and warm_turn(count[0]):
                 runner(*call_args)  # untimed: warms the caches the other side's round took
             timed = runner(*call_args)  # pedantic's single call: (duration, result)
-            last[0] = timed[0] if isinstance(timed, tuple) else timed
+            last[0] = seconds(timed)
+            pin.after_round((lambda: seconds(runner(*call_args))) if repeatable else None)
             return timed
 
         return taking_turns
 
     fixture._make_runner = make_runner
+
+
+def seconds(timed: Any) -> float:
+    """A runner call's duration: pedantic's runner returns it with the call's result."""
+    return float(timed[0] if isinstance(timed, tuple) else timed)
 
 
 def warm_turn(index: int) -> bool:

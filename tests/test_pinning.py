@@ -1,0 +1,102 @@
+"""When a same-job session lets a benchmark's threads go (``sameref.pinning``), on real threads,
+clocks and cores in this process."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from pytest_tpu.sameref.pinning import Pin, shared_core
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning a thread needs Linux and two cores",
+)
+BLOCK = bytes(1 << 16)  # hashed without the GIL, so two threads can hash at once
+
+
+def work(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        hashlib.sha256(BLOCK).digest()
+
+
+def call(own_s: float, helper_s: float) -> float:
+    """``own_s`` of work beside a thread it starts that does ``helper_s``; the call's time."""
+    start = time.perf_counter()
+    helper = threading.Thread(target=work, args=(helper_s,))
+    helper.start()
+    work(own_s)
+    helper.join()
+    return time.perf_counter() - start
+
+
+def first_pinned_round(helper_s: float, probe: Callable[[], float] | None) -> tuple[Pin, list]:
+    """A Pin after an unpinned call and a pinned one of 20 ms whose helper does ``helper_s``,
+    with ``probe`` as its untimed calls; and the calling thread's cores in each of those."""
+    pin, seen = Pin(shared_core()), []
+
+    def watched() -> float:
+        seen.append(os.sched_getaffinity(0))
+        return probe() if probe else 0.0
+
+    pin.before_round()
+    call(0.02, helper_s)
+    pin.before_round()  # the first pinned round
+    call(0.02, helper_s)
+    pin.after_round(watched if probe else None)
+    return pin, seen
+
+
+def test_threads_doing_much_of_a_round_s_work_let_it_go_without_untimed_calls():
+    # A tf.data pipeline's threads did 65 % of its rounds' work (pin_births.py shares).
+    pin, seen = first_pinned_round(0.02, lambda: call(0.02, 0.02))
+    pin.release()
+    assert pin.churned is True and seen == []
+
+
+def test_a_round_that_starts_no_thread_stays_pinned_without_untimed_calls():
+    pin, seen = first_pinned_round(0.0, lambda: call(0.02, 0.02))
+    pin.release()
+    assert pin.churned is False and seen == []
+
+
+def test_some_churn_lets_go_where_untimed_calls_ran_slower_pinned():
+    # model.predict: threads it starts did 6 % of a round, and about half its pinned calls took
+    # twice the unpinned time. Here the untimed calls' helper does as much as the caller: on the
+    # calling thread's one core, they take turns.
+    every, core = os.sched_getaffinity(0), {shared_core()}
+    pin, seen = first_pinned_round(0.001, lambda: call(0.02, 0.02))
+    try:
+        assert pin.churned is True
+        assert seen == [every, core] * 3  # unpinned and pinned in turn, three of each
+        assert os.sched_getaffinity(0) == core  # placed again as before them
+    finally:
+        pin.release()
+    assert os.sched_getaffinity(0) == every
+
+
+def test_some_churn_stays_pinned_where_untimed_calls_ran_as_fast_pinned():
+    # model.fit: threads it starts did 3 % of a round, and its calls took as long pinned.
+    pin, seen = first_pinned_round(0.001, lambda: call(0.02, 0.001))
+    pin.release()
+    assert pin.churned is False and len(seen) == 6
+
+
+def test_an_untimed_call_that_raises_ends_the_trial_pinned_without_failing_the_test():
+    # Only the timed rounds are the user's: what a call of ours raised is not theirs to see.
+    def once_only() -> float:
+        raise RuntimeError("this resource may be used once")
+
+    core = {shared_core()}
+    pin, seen = first_pinned_round(0.001, once_only)
+    try:
+        assert pin.churned is False and len(seen) == 1
+        assert os.sched_getaffinity(0) == core  # placed again as before it
+    finally:
+        pin.release()
