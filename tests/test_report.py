@@ -242,6 +242,7 @@ def test_the_comparison_follows_the_terminal_width_and_never_cuts_names_to_nothi
     head, blocks = report.comparison_blocks(rows, width=60)
     assert all(len(line) <= 60 for line in head + [block[1] for block in blocks])
     assert [block[0] for block in blocks] == shown  # whole names, each above its figures
+    assert head[0] == "benchmark" and "baseline" in head[1]  # and their heading above theirs
 
 
 def test_a_slowdown_within_the_threshold_is_said_not_shouted():

@@ -55,7 +55,8 @@ def comparison_blocks(
 
     The device column only where some benchmark has a device (its width goes to the names). In
     a terminal ``width`` wide the names are cut in the middle, but never below ``NAME_MIN``:
-    where the figures leave less, every row's whole name takes a line above its figures.
+    where the figures leave less, every row's whole name takes a line above its figures, and
+    the names' heading a line above the figures' headings.
     """
     devices = any(r.kind for r in rows)
     usual = _usual_thresholds(rows)
@@ -88,7 +89,10 @@ def comparison_blocks(
     stacked = fit([["", *row[1:]] for row in body], headers, fmt, label_cols, width=width)
     head, lines = _split_table(stacked.splitlines())
     names = [row[0] for row in body]
-    return head, [[name, line[0]] for name, line in zip(names, lines, strict=True)]
+    # The names' heading above the figures' headings, as each name is above its figures (trial
+    # 45: a stacked table had no "benchmark" heading).
+    blocks = [[name, line[0]] for name, line in zip(names, lines, strict=True)]
+    return ["benchmark", *head], blocks
 
 
 def _usual_thresholds(rows: Iterable[ComparisonRow]) -> dict[str, float | None]:
