@@ -1,32 +1,35 @@
 """When a same-job session lets a benchmark's threads go (``sameref.pinning``), on real threads,
-clocks and cores in this process."""
+clocks and cores: each trial in a process of its own (pytester), whose only threads are its own.
+(In this suite's process, threads left by earlier tests did work beside the rounds and hid the
+work of the threads a round started.)"""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
-import time
-from collections.abc import Callable
 
 import pytest
-
-from pytest_tpu.sameref.pinning import Pin, shared_core
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning a thread needs Linux and two cores",
 )
+
+TRIAL = '''
+import hashlib, os, threading, time
+
+from pytest_tpu.sameref.pinning import Pin, shared_core
+
 BLOCK = bytes(1 << 16)  # hashed without the GIL, so two threads can hash at once
+EVERY, CORE = os.sched_getaffinity(0), {{shared_core()}}
 
 
-def work(seconds: float) -> None:
+def work(seconds):
     end = time.thread_time() + seconds
     while time.thread_time() < end:
         hashlib.sha256(BLOCK).digest()
 
 
-def call(own_s: float, helper_s: float) -> float:
+def call(own_s, helper_s):
     """``own_s`` of work beside a thread it starts that does ``helper_s``; the call's time."""
     start = time.perf_counter()
     helper = threading.Thread(target=work, args=(helper_s,))
@@ -36,67 +39,102 @@ def call(own_s: float, helper_s: float) -> float:
     return time.perf_counter() - start
 
 
-def first_pinned_round(helper_s: float, probe: Callable[[], float] | None) -> tuple[Pin, list]:
+def first_pinned_round(helper_s, probe):
     """A Pin after an unpinned call and a pinned one of 20 ms whose helper does ``helper_s``,
     with ``probe`` as its untimed calls; and the calling thread's cores in each of those."""
     pin, seen = Pin(shared_core()), []
 
-    def watched() -> float:
+    def watched():
         seen.append(os.sched_getaffinity(0))
-        return probe() if probe else 0.0
+        return probe()
 
     pin.before_round()
     call(0.02, helper_s)
     pin.before_round()  # the first pinned round
     call(0.02, helper_s)
-    pin.after_round(watched if probe else None)
+    pin.after_round(watched)
     return pin, seen
 
 
-def test_threads_doing_much_of_a_round_s_work_let_it_go_without_untimed_calls():
+def test_trial():
+{body}
+'''
+
+
+def trial(pytester: pytest.Pytester, body: str) -> None:
+    indented = "\n".join(f"    {line}" for line in body.strip().splitlines())
+    pytester.makepyfile(test_trial=TRIAL.format(body=indented))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:tpu")
+    result.assert_outcomes(passed=1)
+
+
+def test_threads_doing_much_of_a_round_s_work_let_it_go_without_untimed_calls(pytester):
     # A tf.data pipeline's threads did 65 % of its rounds' work (pin_births.py shares).
-    pin, seen = first_pinned_round(0.02, lambda: call(0.02, 0.02))
+    trial(
+        pytester,
+        """
+pin, seen = first_pinned_round(0.02, lambda: call(0.02, 0.02))
+pin.release()
+assert pin.churned is True and seen == []
+""",
+    )
+
+
+def test_a_round_that_starts_no_thread_stays_pinned_without_untimed_calls(pytester):
+    trial(
+        pytester,
+        """
+pin, seen = first_pinned_round(0.0, lambda: call(0.02, 0.02))
+pin.release()
+assert pin.churned is False and seen == []
+""",
+    )
+
+
+def test_some_churn_lets_go_where_untimed_calls_ran_slower_pinned(pytester):
+    # model.predict: threads it starts did 6 % of a round, and pinned, its calls took 160-170 ms
+    # against 80-100 ms unpinned. Here the untimed calls' helper does as much as the caller: on
+    # the calling thread's one core, they take turns.
+    trial(
+        pytester,
+        """
+pin, seen = first_pinned_round(0.001, lambda: call(0.02, 0.02))
+try:
+    assert pin.churned is True
+    assert seen == [EVERY, CORE] * 3  # unpinned and pinned in turn, three of each
+    assert os.sched_getaffinity(0) == CORE  # placed again as before them
+finally:
     pin.release()
-    assert pin.churned is True and seen == []
+assert os.sched_getaffinity(0) == EVERY
+""",
+    )
 
 
-def test_a_round_that_starts_no_thread_stays_pinned_without_untimed_calls():
-    pin, seen = first_pinned_round(0.0, lambda: call(0.02, 0.02))
-    pin.release()
-    assert pin.churned is False and seen == []
-
-
-def test_some_churn_lets_go_where_untimed_calls_ran_slower_pinned():
-    # model.predict: threads it starts did 6 % of a round, and about half its pinned calls took
-    # twice the unpinned time. Here the untimed calls' helper does as much as the caller: on the
-    # calling thread's one core, they take turns.
-    every, core = os.sched_getaffinity(0), {shared_core()}
-    pin, seen = first_pinned_round(0.001, lambda: call(0.02, 0.02))
-    try:
-        assert pin.churned is True
-        assert seen == [every, core] * 3  # unpinned and pinned in turn, three of each
-        assert os.sched_getaffinity(0) == core  # placed again as before them
-    finally:
-        pin.release()
-    assert os.sched_getaffinity(0) == every
-
-
-def test_some_churn_stays_pinned_where_untimed_calls_ran_as_fast_pinned():
+def test_some_churn_stays_pinned_where_untimed_calls_ran_as_fast_pinned(pytester):
     # model.fit: threads it starts did 3 % of a round, and its calls took as long pinned.
-    pin, seen = first_pinned_round(0.001, lambda: call(0.02, 0.001))
-    pin.release()
-    assert pin.churned is False and len(seen) == 6
+    trial(
+        pytester,
+        """
+pin, seen = first_pinned_round(0.001, lambda: call(0.02, 0.001))
+pin.release()
+assert pin.churned is False and len(seen) == 6
+""",
+    )
 
 
-def test_an_untimed_call_that_raises_ends_the_trial_pinned_without_failing_the_test():
+def test_an_untimed_call_that_raises_ends_the_trial_pinned_without_failing_the_test(pytester):
     # Only the timed rounds are the user's: what a call of ours raised is not theirs to see.
-    def once_only() -> float:
-        raise RuntimeError("this resource may be used once")
+    trial(
+        pytester,
+        """
+def once_only():
+    raise RuntimeError("this resource may be used once")
 
-    core = {shared_core()}
-    pin, seen = first_pinned_round(0.001, once_only)
-    try:
-        assert pin.churned is False and len(seen) == 1
-        assert os.sched_getaffinity(0) == core  # placed again as before it
-    finally:
-        pin.release()
+pin, seen = first_pinned_round(0.001, once_only)
+try:
+    assert pin.churned is False and len(seen) == 1
+    assert os.sched_getaffinity(0) == CORE  # placed again as before it
+finally:
+    pin.release()
+""",
+    )
