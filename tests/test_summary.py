@@ -130,7 +130,8 @@ def test_comparison_table_lists_regressions_first(bench, monkeypatch):
     monkeypatch.setenv("COLUMNS", "72")
     narrow = bench.runpytest("-p", "no:cacheprovider").stdout.lines
     table = narrow[narrow.index(next(x for x in narrow if "- comparison -" in x)) + 1 :]
-    assert table[2:4] == ["test_cnn[gpu-256]", table[3]] and "SLOWER" in table[3]
+    assert table[0] == "benchmark" and "baseline" in table[1]  # the names' heading above, too
+    assert table[3:5] == ["test_cnn[gpu-256]", table[4]] and "SLOWER" in table[4]
     assert all(len(line) <= 72 for line in table[:8])
 
 
