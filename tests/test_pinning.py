@@ -1,7 +1,8 @@
 """When a same-job session lets a benchmark's threads go (``sameref.pinning``), on real threads,
 clocks and cores: each trial in a process of its own (pytester), whose only threads are its own.
-(In this suite's process, threads left by earlier tests did work beside the rounds and hid the
-work of the threads a round started.)"""
+(Run in this suite's process after the other timed tests, the trials read too little churn to try
+untimed calls: a round's churn is a share of the process's CPU time, which threads that other
+tests leave behind can share.)"""
 
 from __future__ import annotations
 
