@@ -69,27 +69,21 @@ def trial(pytester: pytest.Pytester, body: str) -> None:
     result.assert_outcomes(passed=1)
 
 
-def test_threads_doing_much_of_a_round_s_work_let_it_go_without_untimed_calls(pytester):
-    # A tf.data pipeline's threads did 65 % of its rounds' work (pin_births.py shares).
-    trial(
-        pytester,
-        """
-pin, seen = first_pinned_round(0.02, lambda: call(0.02, 0.02))
+@pytest.mark.parametrize(
+    ("helper_s", "churned"),
+    [
+        # A tf.data pipeline's threads did 65 % of its rounds' work (pin_births.py shares).
+        pytest.param(0.02, True, id="much: let go"),
+        pytest.param(0.0, False, id="none: pinned"),
+    ],
+)
+def test_a_round_s_churn_decides_alone_where_it_is_much_or_none(pytester, helper_s, churned):
+    body = f"""
+pin, seen = first_pinned_round({helper_s}, lambda: call(0.02, 0.02))
 pin.release()
-assert pin.churned is True and seen == []
-""",
-    )
-
-
-def test_a_round_that_starts_no_thread_stays_pinned_without_untimed_calls(pytester):
-    trial(
-        pytester,
-        """
-pin, seen = first_pinned_round(0.0, lambda: call(0.02, 0.02))
-pin.release()
-assert pin.churned is False and seen == []
-""",
-    )
+assert pin.churned is {churned} and seen == []  # no untimed call
+"""
+    trial(pytester, body)
 
 
 def test_some_churn_lets_go_where_untimed_calls_ran_slower_pinned(pytester):
