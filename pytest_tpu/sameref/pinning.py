@@ -38,8 +38,9 @@ A/A session could detect 41 % at the median pinned throughout, 28 % let go and 3
 side pinned (``experiments/compare_ref/pin_births.py sessions``). Such threads show in the first
 pinned round as CPU time the process used that no thread alive at both its ends did (``churn``).
 Where they did little of the work, pinning can still hurt or not: Keras's ``model.predict`` ran
-about half its pinned calls at twice its unpinned time, ``model.fit`` all at the same; so there
-untimed calls unpinned and pinned in turn decide.
+some or all of its pinned calls at about twice its unpinned time (which ones varied from process
+to process and call to call), ``model.fit`` all at the same; so there untimed calls unpinned and
+pinned in turn decide.
 Both sides must decide alike (one pinned and the other not reads the pinning as a change of the
 code), so each says what its first pinned round showed at its next turn, and from the third round
 on both release their threads where either side's did (``sameref.turns``).
@@ -66,7 +67,7 @@ BUSY_SHARE = 0.1  # of the calling thread's CPU time: less is idle, for placing 
 # let go, 46 % pinned): no share tells those two apart ...
 CHURN_SHARE = 0.1
 # ... but what pinning does to their calls does. Pinned, ``model.predict`` took 160-170 ms a call
-# in some calls and 80-90 ms in others, mixed within one process, against 80-90 ms unpinned;
+# in some calls and 80-90 ms in others, mixed within one process, against 80-100 ms unpinned;
 # ``model.fit``'s calls took the same time either way. So where threads started in the first
 # pinned round used more than ``SOME_CHURN`` of it, untimed calls in that round's turn, unpinned
 # and pinned in turn (``PROBE_PAIRS`` of each, fewer where they would take over
