@@ -426,9 +426,11 @@ def more_rounds(
         if factor > 1
         else f"instead of {pairs}"
     )
-    took = f", {_duration(needed * seconds)} of rounds a side" if seconds > 0 else ""
+    # Beside the rounds it times, not inside the parenthesis on the pair's own (new-user trial
+    # 46 read "this pair had 40, ..., about 3 min of rounds a side" as what the pair had taken).
+    took = f" ({_duration(needed * seconds)} a side)" if seconds > 0 else ""
     return (
-        f"about {needed} paired rounds would resolve {threshold:.1%} ({had}{took}; more rounds: "
+        f"about {needed} paired rounds{took} would resolve {threshold:.1%} ({had}; more rounds: "
         "benchmark.pedantic(rounds=...) or --benchmark-max-time / --benchmark-min-rounds)"
     )
 
