@@ -43,7 +43,7 @@ def wrap_runner(
     """Before every round of one BenchmarkFixture instance: wait for the turn, then pin.
 
     ``take_turn`` is given what this side's first pinned round showed (``Pin.churned``) and
-    returns whether either side's showed threads started within it (``turns``).
+    returns whether either side's made it want to let go (``turns``).
 
     ``factor`` times the rounds: more in a session that resolves rows the first pair could not,
     fewer in a new pair that checks what a first pair resolved far finer than the threshold.

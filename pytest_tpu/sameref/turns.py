@@ -19,8 +19,9 @@ last round of the last test: a Keras CNN measured last in a session stated 24-39
 change it could detect, against 4-13 % (one 28 %) for its copies measured earlier in the session.)
 The turns also carry what each side's first pinned round of a test showed (``pinning.Pin``): the
 base says it when it asks for its next turn, and the head answers every turn with whether either
-side saw threads started within that round, so that both let their pins go from the third round
-on, or neither does.
+side wants to let go (threads started within that round did much of its work, or some and pinning
+slowed its calls: ``Pin.churned``), so that both let their pins go from the third round on, or
+neither does.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class Leader:
         return where is None or where < self.position.get(nodeid, -1)
 
     def let_go(self, nodeid: str) -> bool:
-        """Whether either side's first pinned round of ``nodeid`` saw threads started within it."""
+        """Whether either side's first pinned round of ``nodeid`` made it want to let go."""
         return any(self.churned.get(nodeid, {}).values())  # a query adds no entry
 
     # -------------------------------------------------------------- the head's hooks
