@@ -8,7 +8,14 @@ import pytest
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.sameref.judge import by_pairs, to_more_pairs, with_rounds
-from pytest_tpu.sameref.pairs import MOST, across, disagree, leans_open, still_open
+from pytest_tpu.sameref.pairs import (
+    MOST,
+    across,
+    disagree,
+    leans_open,
+    still_open,
+    sure_slower,
+)
 
 
 def first(change: float, low: float, high: float) -> Row:
@@ -51,10 +58,23 @@ def test_pairs_whose_rounds_say_so_are_read_on_student_t():
 def test_the_spread_of_three_pairs_is_the_uncertainty_of_the_new_two():
     found = across(first(0.057, 0.056, 0.059), [again(6.1, 5.9, 6.4), again(2.45, 2.36, 2.54)])
     assert found is not None
-    assert found.estimate == pytest.approx((1.061 * 1.0245) ** 0.5 - 1, abs=1e-9)
+    # Their offsets lie far beyond their rounds' noise, so the two weigh nearly alike.
+    assert found.estimate == pytest.approx((1.061 * 1.0245) ** 0.5 - 1, abs=1e-4)
     assert found.df == 2
     # Far wider than any pair's own interval (each under a point): the pairs' spread counts.
     assert found.low < 0.0 and found.high > 0.10
+
+
+def test_a_pair_a_burst_left_coarse_counts_for_less_than_the_pairs_beside_it():
+    # A +20 % regression at a 10 % threshold: the first pair and the third read it within a few
+    # points; the new pair between them, under a burst of load, reads +17 % [-22, +76]. Weighed
+    # alike, that pair's error kept three (and five) pairs open until thirteen had run.
+    coarse = again(17.4, -21.8, 76.3)
+    found = across(first(0.20, 0.159, 0.239), [coarse, again(19.8, 17.7, 22.0)])
+    assert found is not None and 0.19 < found.estimate < 0.20
+    assert sure_slower(found) and not still_open(found, 0.10)
+    # The same three pairs, each as coarse as the burst's: three cannot settle it.
+    assert still_open(across(first(0.20, -0.2, 0.8), [coarse, again(19.8, -20, 75)]), 0.10)
 
 
 @pytest.mark.parametrize(

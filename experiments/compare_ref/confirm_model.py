@@ -17,9 +17,9 @@ with such readings:
 
 It leaves out what does not touch the spread's verdict: more rounds for a pair that could not tell
 (``resolve``, ``once_more``), improvements, and rows other rows' offsets hold. The spread is
-computed as ``stats.between_pairs`` and ``stats.between_pairs_by_role`` do (the model checks that
-on random readings before it starts), on Student's t of few degrees of freedom, so it runs in a
-minute where the shipped functions would take an hour.
+computed by ``stats.weighted_pairs`` itself, as ``pairs.across`` does from report rows (the model
+checks that on random readings before it starts), so it runs in minutes where the report rows
+would take an hour.
 
     python experiments/compare_ref/confirm_model.py                       # shipped rule
     python experiments/compare_ref/confirm_model.py --sure 0.975 --most 9  # before session 56
@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pytest_tpu.gate.compare import Row
-from pytest_tpu.gate.stats import FAIL_CONFIDENCE, MAX_BLOCKS, t_ppf
+from pytest_tpu.gate.stats import FAIL_CONFIDENCE, MAX_BLOCKS, t_ppf, weighted_pairs
 from pytest_tpu.sameref import pairs
 
 _t = lru_cache(maxsize=None)(t_ppf)
@@ -62,21 +62,10 @@ class Spread:
         return self.estimate + _t(0.975, self.df) * self.se
 
 
-def spread(logs: Sequence[float], swapped: Sequence[bool], within: float) -> Spread:
-    """``stats.between_pairs_by_role`` where it applies, else ``stats.between_pairs``."""
-    new, roles = logs[1:], swapped[1:]
-    led = [x for x, s in zip(new, roles, strict=True) if not s]
-    followed = [x for x, s in zip(new, roles, strict=True) if s]
-    df = len(logs) - 2
-    if led and followed and df >= 2:
-        leads = [logs[0], *led]
-        centre, behind = sum(leads) / len(leads), sum(followed) / len(followed)
-        squares = sum((x - centre) ** 2 for x in leads) + sum((x - behind) ** 2 for x in followed)
-        se = math.sqrt(squares / df) / 2 * math.sqrt(1 / len(led) + 1 / len(followed))
-        return Spread((sum(led) / len(led) + behind) / 2, max(se, within), df)
-    mean = sum(logs) / len(logs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-    return Spread(sum(new) / len(new), max(sd / math.sqrt(len(new)), within), len(logs) - 1)
+def spread(logs: Sequence[float], swapped: Sequence[bool], rounds_se: float) -> Spread:
+    """``stats.weighted_pairs`` on pairs whose rounds all have the error ``rounds_se``."""
+    found = weighted_pairs(logs, [rounds_se] * len(logs), swapped)
+    return Spread(math.log1p(found.estimate), found.se, int(found.df))
 
 
 @dataclass(frozen=True)
@@ -117,9 +106,8 @@ def session(delta: float, sigma: float, role: float, rule: Rule, rng: random.Ran
         if not (agrees or apart or (low <= 0 and high >= rule.threshold)):
             return Outcome(False, 1)
     draw()
-    within = rule.rounds_se / math.sqrt(len(logs) - 1)
     while True:
-        found = spread(logs, swapped, within)
+        found = spread(logs, swapped, rule.rounds_se)
         if found.sure(rule.sure) and found.high() >= rule.threshold:
             return Outcome(True, len(logs) - 1)
         open_ = found.high() >= rule.threshold and not found.sure(rule.sure)
@@ -128,7 +116,6 @@ def session(delta: float, sigma: float, role: float, rule: Rule, rng: random.Ran
             return Outcome(False, len(logs) - 1)
         draw()
         draw()
-        within = rule.rounds_se / math.sqrt(len(logs) - 1)
 
 
 def _report(log: float, se: float, turned: bool) -> dict[str, object]:
@@ -156,7 +143,7 @@ def _check(rng: random.Random) -> None:
         )
         later = [_report(x, se, s) for x, s in zip(logs[1:], roles[1:], strict=True)]
         shipped = pairs.across(first, later)
-        model = spread(logs, roles, se / math.sqrt(count - 1))
+        model = spread(logs, roles, se)
         if shipped is None or abs(shipped.log - model.estimate) > 1e-9:
             raise SystemExit(f"the model's change differs from pairs.across: {shipped}, {model}")
         if abs(shipped.se - model.se) > 1e-9:

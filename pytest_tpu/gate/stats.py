@@ -668,40 +668,99 @@ def between_pairs(changes: Sequence[float], new: Sequence[float], within_se: flo
     return _from(math.fsum(new) / len(new), max(spread, within_se), len(changes) - 1, noise)
 
 
-def between_pairs_by_role(
-    changes: Sequence[float], new: Sequence[float], swapped: Sequence[bool], within_se: float
-) -> Change | None:
-    """``between_pairs`` with the role of each pair taken out: the processes' offset that comes
-    with leading or following the turns, the same in every pair made the same way.
+# A pair's error is never taken below this (log scale): an interval of identical rounds reads
+# zero, and its weight would be infinite.
+_LEAST_SE = 1e-6
+
+
+def weighted_pairs(
+    changes: Sequence[float], errors: Sequence[float], swapped: Sequence[bool]
+) -> Change:
+    """A same-job change from several pairs of processes, each new pair weighted by how well it
+    was measured, the roles' offset taken out where the pairs hold both roles.
+
+    ``changes`` are every pair's log change, ``errors`` their rounds' standard errors and
+    ``swapped`` whether each ran with the roles swapped, the first pair's first: it was chosen for
+    being large, so it counts in the spread and never in the estimate. A pair reads the change,
+    plus an offset between its two processes that its rounds cannot show, plus its rounds' noise.
+    The offsets' variance (``tau2``) is what the pairs' spread shows beyond their rounds' noise
+    (DerSimonian-Laird), and each new pair weighs ``1 / (error**2 + tau2)``: a pair that a burst
+    of load left coarse counts for less. (The unweighted mean was as uncertain as its noisiest
+    pair over the count of pairs: one new pair reading +17 % [-22, +76] among pairs within a
+    point of +20 % kept a +20 % regression open at a 10 % threshold until all 13 pairs ran.) Its
+    error is the weighted mean's, widened where the pairs lie further apart than the weights
+    expect (Hartung-Knapp), on Student's t with one degree of freedom fewer than pairs. Where
+    every pair's rounds have the same error this is exactly the unweighted spread the gate used
+    before (``experiments/compare_ref/confirm_model.py`` prints the same tables); replayed on
+    logged pairs, it took 2.24 new pairs per +5 % row instead of 2.51, with the same verdicts.
 
     New pairs take the roles in turn (``sameref.swap``): an offset that comes with a role changes
-    sign between them. Counted as spread between the pairs it leaves a row open however many
-    pairs agree on it (trial 26: an unchanged 235 us Python function read +2.6, -2.4, +1.7,
-    -3.0 and +2.5 % by five pairs, the second and fourth with the roles swapped, and was
-    ``inconclusive``). Here each role's pairs have their own mean; the change is the midpoint of
-    the two among the new pairs (the first pair, which leads like the unswapped ones, chosen for
-    being large, only widens the spread), uncertain by the spread of the pairs around their
-    role's mean, with ``len(changes) - 2`` degrees of freedom and never less than ``within_se``.
-    None where the new pairs do not hold both roles, or before four pairs: with three, one degree
-    of freedom left a row open that the spread of all three settles (replayed on logged pairs of
-    workloads without a role offset: more new pairs for the same verdicts).
+    sign between them, and counted as spread it leaves a row open however many pairs agree on it
+    (trial 26: an unchanged 235 us Python function read +2.6, -2.4, +1.7, -3.0 and +2.5 % by five
+    pairs, the second and fourth with the roles swapped, and was ``inconclusive``). So where four
+    or more pairs hold both roles, each role's new pairs have their own weighted mean, the change
+    is the midpoint of the two, and the spread is each pair's around its role's mean (the first
+    pair leads), on two degrees of freedom fewer than pairs. With three, one degree of freedom
+    left a row open that the spread of all three settles (replayed on logged pairs of workloads
+    without a role offset: more new pairs for the same verdicts).
     """
-    led = [change for change, turned in zip(new, swapped, strict=True) if not turned]
-    followed = [change for change, turned in zip(new, swapped, strict=True) if turned]
-    df = len(changes) - 2
-    if not led or not followed or df < 2:
-        return None
-    leading, following = math.fsum(led) / len(led), math.fsum(followed) / len(followed)
-    leads = [changes[0], *led]  # the first pair leads too
-    centre = math.fsum(leads) / len(leads)
-    squares = math.fsum((x - centre) ** 2 for x in leads)
-    squares += math.fsum((x - following) ** 2 for x in followed)
-    se = math.sqrt(squares / df) / 2 * math.sqrt(1 / len(led) + 1 / len(followed))
-    source = (
-        f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds, the roles taken in turn: the spread "
-        "between the pairs, which shows an offset between processes that a pair's own rounds "
-        "cannot, and the offset of the roles taken out (the leading process "
-        f"{_expm1((leading - following) / 2):+.1%})"
-    )
-    noise = Noise(0.0, df, source, True)
-    return _from((leading + following) / 2, max(se, within_se), df, noise)
+    ses = [max(error, _LEAST_SE) for error in errors]
+    # The first pair was chosen for reading large, and its own rounds may be far finer than the
+    # new pairs': weighed by them, its distance from the new pairs would set the spread alone. It
+    # counts as a pair measured as the new pairs typically were.
+    ses[0] = max(ses[0], statistics.median(ses[1:]))
+    new_led = [i for i in range(1, len(changes)) if not swapped[i]]
+    new_followed = [i for i in range(1, len(changes)) if swapped[i]]
+    by_role = bool(new_led and new_followed) and len(changes) >= 4
+    groups = [[0, *new_led], new_followed] if by_role else [list(range(len(changes)))]
+    tau2 = _between_variance(changes, ses, groups)
+    weights = [1 / (se**2 + tau2) for se in ses]
+    means: list[float] = []
+    inverse = 0.0
+    residual = 0.0
+    for group in groups:
+        new = [i for i in group if i > 0]
+        total = math.fsum(weights[i] for i in new)
+        mean = math.fsum(weights[i] * changes[i] for i in new) / total
+        means.append(mean)
+        inverse += 1 / total
+        # The spread around all the group's pairs, the first's included, as the estimate's
+        # around the new pairs alone would count the first pair's pick for reading large twice.
+        centre = math.fsum(weights[i] * changes[i] for i in group) / math.fsum(
+            weights[i] for i in group
+        )
+        residual += math.fsum(weights[i] * (changes[i] - centre) ** 2 for i in group)
+    df = len(changes) - len(groups)
+    # Each group's mean weighs alike in the midpoint: its variance is a quarter of the sum.
+    variance = inverse / len(groups) ** 2
+    se = math.sqrt(variance * max(1.0, residual / df))
+    source = f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds"
+    if by_role:
+        source += (
+            ", the roles taken in turn: the spread between the pairs, which shows an offset "
+            "between processes that a pair's own rounds cannot, and the offset of the roles taken "
+            f"out (the leading process {_expm1((means[0] - means[1]) / 2):+.1%})"
+        )
+    else:
+        source += (
+            ": the spread between the pairs, which shows an offset between processes that a "
+            "pair's own rounds cannot"
+        )
+    return _from(math.fsum(means) / len(means), se, df, Noise(0.0, df, source, True))
+
+
+def _between_variance(
+    changes: Sequence[float], ses: Sequence[float], groups: Sequence[Sequence[int]]
+) -> float:
+    """The variance of the offsets between pairs' processes beyond their rounds' noise, each
+    pair around its group's mean (DerSimonian-Laird's moment estimate; 0 where the pairs lie no
+    further apart than their rounds allow)."""
+    q = c = 0.0
+    for group in groups:
+        weights = [1 / ses[i] ** 2 for i in group]
+        total = math.fsum(weights)
+        mean = math.fsum(w * changes[i] for w, i in zip(weights, group, strict=True)) / total
+        q += math.fsum(w * (changes[i] - mean) ** 2 for w, i in zip(weights, group, strict=True))
+        c += total - math.fsum(w * w for w in weights) / total
+    df = len(changes) - len(groups)
+    return max(0.0, (q - df) / c) if c > 0 else 0.0

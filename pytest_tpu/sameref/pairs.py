@@ -6,13 +6,13 @@ here: a 38 µs numpy function 3.5 % slower read +5.7 % [+5.6 %, +5.9 %], +6.1 % 
 to +5.2 % with intervals under ±1 point), and two pairs can agree on such an offset by chance
 (trial 17: an unchanged tokenizer +4.5 % and +5.1 %). So a regression a new pair agrees with is
 measured by a third pair, and the verdict takes the spread between the pairs as its uncertainty
-(``stats.between_pairs``): few degrees of freedom, an honest width. Where a new pair withdraws a
+(``stats.weighted_pairs``): few degrees of freedom, an honest width. Where a new pair withdraws a
 regression but lies further from the first than their intervals allow, the withdrawn row shows
 that spread too. A regression stands where the pairs are 99.5 % sure of it (``sure_slower``).
 Where three pairs leave it open (not that sure, and the interval reaching the threshold),
 ``FURTHER`` more pairs measure it: with
 five pairs the interval is about 1.9 times narrower than with three (each role's mean among the
-new pairs, ``stats.between_pairs_by_role``, on Student's t of 3 degrees of freedom instead of 2;
+new pairs, ``stats.weighted_pairs``, on Student's t of 3 degrees of freedom instead of 2;
 2.2 times with four new pairs' plain mean on 4, where the roles cannot be swapped). Measured
 here (r29): a numpy function made 10 % slower read +13.3 %, +5.8 % and +13.3 % by three pairs,
 which left it ``inconclusive`` at [-3 %, +24 %].
@@ -44,9 +44,8 @@ from pytest_tpu.gate.stats import (
     MIN_BLOCKS,
     ONE_PAIR,
     Change,
-    between_pairs,
-    between_pairs_by_role,
     t_ppf,
+    weighted_pairs,
     welch_df,
 )
 from pytest_tpu.sameref.reportrow import numbers
@@ -126,14 +125,12 @@ def across(first: Row, later: Sequence[Mapping[str, Any] | None]) -> Change | No
     """The change measured by the new pairs (``later``, report rows), uncertain by the spread of
     them all and the first."""
     measured = [of_row(first), *(of_report(row) for row in later)]
-    if any(m is None for m in measured):
+    if not later or any(m is None for m in measured):
         return None
     logs = [m.log for m in measured if m is not None]
-    errors = [m.se for m in measured[1:] if m is not None]
-    within = math.hypot(*errors) / len(errors)
-    swapped = [bool((row or {}).get(SWAPPED_KEY)) for row in later]
-    by_role = between_pairs_by_role(logs, logs[1:], swapped, within)
-    return by_role if by_role is not None else between_pairs(logs, logs[1:], within)
+    errors = [m.se for m in measured if m is not None]
+    swapped = [False, *(bool((row or {}).get(SWAPPED_KEY)) for row in later)]
+    return weighted_pairs(logs, errors, swapped)
 
 
 def sure_slower(found: Change) -> bool:
