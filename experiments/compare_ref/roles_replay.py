@@ -5,7 +5,7 @@ shipped confirmation rules (``pairs_replay.judged``, rule ``open``), its new pai
 from the other pairs of the same cell: the first new pair and every second one after it from the
 pairs that ran with the roles swapped, the others from those that did not. Each draw is judged
 twice, on the same pairs: with the swapped pairs marked (``pairs.across`` then takes the roles'
-offset out, ``stats.between_pairs_by_role``) and unmarked (the spread between the pairs alone).
+offset out, ``stats.weighted_pairs``) and unmarked (the spread between the pairs alone).
 Where a cell logged no swapped pair, all its new pairs come from the unswapped ones.
 
     python experiments/compare_ref/roles_replay.py r53_pairs.jsonl r54_pairs.jsonl
