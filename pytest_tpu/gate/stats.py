@@ -660,11 +660,7 @@ def between_pairs(changes: Sequence[float], new: Sequence[float], within_se: flo
     of freedom, and never less than ``within_se``, the new pairs' own error of their mean.
     """
     spread = sample_sd(changes) / math.sqrt(len(new))
-    source = (
-        f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds: the spread between the pairs, which "
-        "shows an offset between processes that a pair's own rounds cannot"
-    )
-    noise = Noise(0.0, len(changes) - 1, source, True)
+    noise = Noise(0.0, len(changes) - 1, _spread_source(len(changes)), True)
     return _from(math.fsum(new) / len(new), max(spread, within_se), len(changes) - 1, noise)
 
 
@@ -720,33 +716,40 @@ def weighted_pairs(
     residual = 0.0
     for group in groups:
         new = [i for i in group if i > 0]
-        total = math.fsum(weights[i] for i in new)
-        mean = math.fsum(weights[i] * changes[i] for i in new) / total
-        means.append(mean)
-        inverse += 1 / total
+        means.append(_weighted_mean(changes, weights, new))
+        inverse += 1 / math.fsum(weights[i] for i in new)
         # The spread around all the group's pairs, the first's included, as the estimate's
         # around the new pairs alone would count the first pair's pick for reading large twice.
-        centre = math.fsum(weights[i] * changes[i] for i in group) / math.fsum(
-            weights[i] for i in group
-        )
+        centre = _weighted_mean(changes, weights, group)
         residual += math.fsum(weights[i] * (changes[i] - centre) ** 2 for i in group)
     df = len(changes) - len(groups)
     # Each group's mean weighs alike in the midpoint: its variance is a quarter of the sum.
     variance = inverse / len(groups) ** 2
     se = math.sqrt(variance * max(1.0, residual / df))
-    source = f"{len(changes)} {SPREAD_OF_PAIRS}, paired rounds"
-    if by_role:
-        source += (
-            ", the roles taken in turn: the spread between the pairs, which shows an offset "
-            "between processes that a pair's own rounds cannot, and the offset of the roles taken "
-            f"out (the leading process {_expm1((means[0] - means[1]) / 2):+.1%})"
-        )
-    else:
-        source += (
-            ": the spread between the pairs, which shows an offset between processes that a "
-            "pair's own rounds cannot"
-        )
-    return _from(math.fsum(means) / len(means), se, df, Noise(0.0, df, source, True))
+    leading = (means[0] - means[1]) / 2 if by_role else None
+    noise = Noise(0.0, df, _spread_source(len(changes), leading), True)
+    return _from(math.fsum(means) / len(means), se, df, noise)
+
+
+def _weighted_mean(
+    values: Sequence[float], weights: Sequence[float], indices: Sequence[int]
+) -> float:
+    return math.fsum(weights[i] * values[i] for i in indices) / math.fsum(
+        weights[i] for i in indices
+    )
+
+
+def _spread_source(count: int, leading: float | None = None) -> str:
+    """The noise source of a change judged on the spread of ``count`` pairs; with ``leading``
+    (log), the roles' offset taken out, the leading process's."""
+    spread = "the spread between the pairs, which shows an offset between processes that a pair's "
+    spread += "own rounds cannot"
+    if leading is None:
+        return f"{count} {SPREAD_OF_PAIRS}, paired rounds: {spread}"
+    return (
+        f"{count} {SPREAD_OF_PAIRS}, paired rounds, the roles taken in turn: {spread}, and the "
+        f"offset of the roles taken out (the leading process {_expm1(leading):+.1%})"
+    )
 
 
 def _between_variance(
@@ -756,11 +759,11 @@ def _between_variance(
     pair around its group's mean (DerSimonian-Laird's moment estimate; 0 where the pairs lie no
     further apart than their rounds allow)."""
     q = c = 0.0
+    fixed = [1 / se**2 for se in ses]
     for group in groups:
-        weights = [1 / ses[i] ** 2 for i in group]
-        total = math.fsum(weights)
-        mean = math.fsum(w * changes[i] for w, i in zip(weights, group, strict=True)) / total
-        q += math.fsum(w * (changes[i] - mean) ** 2 for w, i in zip(weights, group, strict=True))
-        c += total - math.fsum(w * w for w in weights) / total
+        mean = _weighted_mean(changes, fixed, group)
+        q += math.fsum(fixed[i] * (changes[i] - mean) ** 2 for i in group)
+        total = math.fsum(fixed[i] for i in group)
+        c += total - math.fsum(fixed[i] ** 2 for i in group) / total
     df = len(changes) - len(groups)
     return max(0.0, (q - df) / c) if c > 0 else 0.0
