@@ -30,6 +30,7 @@ from typing import IO, Any, Literal
 import pytest
 
 from pytest_tpu import scaling, workers
+from pytest_tpu.devices import GPU_GROWTH_ENV
 from pytest_tpu.merge import ReportMerger
 from pytest_tpu.options import Settings, resolve_settings
 from pytest_tpu.parsers import parse_positive_float
@@ -420,6 +421,9 @@ class Controller:
         env["TF_CONFIG"] = json.dumps(workers.tf_config(ports, index))
         env[PARENT_ENV] = str(os.getpid())
         env[REPORTS_ENV] = str(reports)
+        # The workers share this machine's GPUs, and TensorFlow's default takes nearly all of a
+        # GPU's memory in the first worker to make its devices (devices.share_gpus).
+        env.setdefault(GPU_GROWTH_ENV, "true")
         return env
 
     def _announce(self, scale: int, ports: Sequence[int], started: Sequence[Any]) -> None:

@@ -74,9 +74,17 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-def discover(virtual_cpus: int | None, tpu_timeout: float, threads: int | None = None) -> Inventory:
+def discover(
+    virtual_cpus: int | None,
+    tpu_timeout: float,
+    threads: int | None = None,
+    shared: bool = False,
+) -> Inventory:
     """Find every device; ``virtual_cpus`` splits the CPU and ``threads`` sizes the thread
-    pools, both before TensorFlow initialises."""
+    pools, both before TensorFlow initialises. ``shared``: other processes of this run (xdist
+    workers) use the same GPUs, so memory growth is turned on (``share_gpus``)."""
+    if shared:
+        share_gpus()
     try:
         import tensorflow as tf
     except ImportError as exc:
@@ -90,6 +98,21 @@ def discover(virtual_cpus: int | None, tpu_timeout: float, threads: int | None =
     _find_gpus(tf, inventory)
     _find_cpu(tf, inventory)
     return inventory
+
+
+# Read by TensorFlow when it makes its GPU devices (not when it is imported): "true" makes each
+# process take GPU memory as it needs it instead of nearly all of it at once.
+GPU_GROWTH_ENV = "TF_FORCE_GPU_ALLOW_GROWTH"
+
+
+def share_gpus() -> None:
+    """Memory growth on, unless the user chose either way: pytest-xdist's workers share this
+    machine's GPUs, they take turns timing their device benchmarks (``devicelock``) but each holds
+    its memory for its whole life, and a worker that made its devices with TensorFlow's default
+    would leave the next worker nearly none. Set when a worker first needs a device, so that
+    xdist runs that use no device of this plugin's are left as they are; a test module that makes
+    TensorFlow's devices when it is imported comes first, and needs the variable set by hand."""
+    os.environ.setdefault(GPU_GROWTH_ENV, "true")
 
 
 # Read by TensorFlow when it makes its thread pools, wherever that happens: set at configure time

@@ -45,10 +45,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """A ``--compare-ref`` session starts again on a fixed hash seed and a BLAS spin limit
-    (``sameref.seed``) before any conftest is imported; other sessions, ``--help`` and
-    collection only go on as they are. A process such a session started in another tree
-    imports the project's code from that tree (``sameref.imports``)."""
+    """A ``--compare-ref`` session turns GPU memory growth on (``sameref.gpu``) and starts again
+    on a fixed hash seed and a BLAS spin limit (``sameref.seed``) before any conftest is
+    imported; other sessions, ``--help`` and collection only go on as they are. A process such a
+    session started in another tree imports the project's code from that tree
+    (``sameref.imports``)."""
     if os.environ.get(REF_HOME_ENV):
         from pytest_tpu.sameref.imports import follow_own_tree
 
@@ -56,6 +57,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     known = early_config.known_args_namespace
     if not (getattr(known, "compare_ref", None) or early_config.getini("compare_ref")):
         return
+    from pytest_tpu.sameref import gpu
+
+    gpu.share()  # before a conftest can make TensorFlow's devices; the base inherits it
     if known.help or known.version or known.collectonly:
         return
     from pytest_tpu.sameref.seed import start_again_aligned
@@ -66,7 +70,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", THRESHOLD_MARKER)
-    config.stash[session_key] = DeviceSession(resolve_settings(config))
+    worker = hasattr(config, "workerinput")
+    config.stash[session_key] = DeviceSession(resolve_settings(config), worker)
     threads = config.stash[session_key].settings.tpu_threads
     if threads:  # before collection imports test modules, which may start TensorFlow
         from pytest_tpu.devices import size_threads_by_environment

@@ -25,6 +25,7 @@ class DeviceSession:
     """Everything the fixtures share; lives on ``config.stash`` for one session."""
 
     settings: Settings
+    worker: bool = False  # a pytest-xdist worker: other processes of the run share the devices
     _inventory: Inventory | None = None
     _strategies: dict[str, Any] = field(default_factory=dict)
 
@@ -58,7 +59,7 @@ class DeviceSession:
 
             settings = self.settings
             self._inventory = discover(
-                settings.virtual_cpus, settings.tpu_timeout, settings.tpu_threads
+                settings.virtual_cpus, settings.tpu_timeout, settings.tpu_threads, self.worker
             )
         return self._inventory
 

@@ -18,6 +18,8 @@ from pytest_tpu import cluster, workers
 PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--accelerator=cpu")
 
 ALLREDUCE_TEST = """
+import os
+
 import tensorflow as tf
 
 def test_allreduce(tpu_strategy, benchmark):
@@ -31,6 +33,7 @@ def test_allreduce(tpu_strategy, benchmark):
     mwms = tf.distribute.MultiWorkerMirroredStrategy
     benchmark.extra_info["mwms"] = isinstance(tpu_strategy, mwms)
     benchmark.extra_info["in_sync"] = in_sync = tpu_strategy.num_replicas_in_sync
+    benchmark.extra_info["growth"] = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
     value = benchmark.pedantic(step, rounds=4, warmup_rounds=1)
     assert float(tpu_strategy.experimental_local_results(value)[0][0, 0]) == in_sync
 """
@@ -44,6 +47,7 @@ def pytest_terminal_summary(terminalreporter, config):
             f"RESULT {r.nodeid} {r.outcome} workers={info.get('workers')} "
             f"in_sync={info.get('in_sync')} mwms={info.get('mwms')} rounds={len(r.samples)}"
         )
+        terminalreporter.write_line(f"GPU MEMORY GROWTH {info.get('growth')}")
 """
 
 
@@ -105,8 +109,9 @@ def test_skipped(accelerator):
 """
 
 
-def test_two_workers_end_to_end(pytester: pytest.Pytester):
+def test_two_workers_end_to_end(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     # A skip in the workers is part of the same session: a cluster costs three TensorFlow imports.
+    monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
     pytester.makepyfile(test_mw=ALLREDUCE_TEST, test_sk=SKIPPED_TEST)
     pytester.makeconftest(PRINT_RESULTS)
     result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-v", "-rs", timeout=300)
@@ -121,6 +126,8 @@ def test_two_workers_end_to_end(pytester: pytest.Pytester):
             "test_allreduce*cpu*1 worker *rounds/s*1.00x*100%",
             "test_allreduce*cpu*2 workers *rounds/s*",
             "RESULT test_mw.py::test_allreduce*cpu* passed workers=2 in_sync=2 mwms=True rounds=4",
+            # The workers share the machine's GPUs: memory growth on (devices.share_gpus).
+            "GPU MEMORY GROWTH true",
         ]
     )
     pids = announced_pids(result.outlines)

@@ -2182,6 +2182,14 @@ def test_ped(benchmark):
 """
 
 
+def given(monkeypatch, name, value):
+    """The user's environment: ``name`` set to ``value``, or not set where it is None."""
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
+
+
 def _seen(repo, monkeypatch, seed, *args, spin=None):
     """Each side's pid, hash of one string, PYTHONHASHSEED and the two names of OpenBLAS's spin
     limit (``spin``: the user's, by name), and the session's result."""
@@ -2192,10 +2200,7 @@ def _seen(repo, monkeypatch, seed, *args, spin=None):
         monkeypatch.setenv(name, value)
     seen = repo.path.parent / f"{repo.path.name}.seen"  # outside the repository: a clean tree
     monkeypatch.setenv("SEEN", str(seen))
-    if seed is None:
-        monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    else:
-        monkeypatch.setenv("PYTHONHASHSEED", seed)
+    given(monkeypatch, "PYTHONHASHSEED", seed)
     result = repo.runpytest_subprocess(*FAST, *args)
     lines = seen.read_text().splitlines() if seen.exists() else []
     return [line.split() for line in lines], result
@@ -2274,6 +2279,38 @@ def test_an_openblas_spin_limit_the_user_chose_is_kept(repo, monkeypatch, spin, 
     result.stdout.fnmatch_lines([f"compare-ref: *, {header}, hash seed 1234 on both sides *"])
     assert len({pid for pid, *_ in seen}) >= 2
     assert {tuple(values) for _, _, *values in seen} == {("1234", *seen_spin)}
+
+
+GROWTH = """
+import os
+
+def test_ped(benchmark):
+    with open(os.environ["SEEN"], "a") as out:
+        out.write(f"{os.getpid()} {os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')}\\n")
+    benchmark.pedantic(sum, args=(range(100),), rounds=5)
+"""
+
+
+@UNTIMED  # the environment each process ran with; no gate
+@pytest.mark.parametrize(("value", "replaced"), [(None, False), ("false", True), ("true", False)])
+def test_both_sides_take_gpu_memory_as_they_need_it(repo, monkeypatch, value, replaced):
+    # TensorFlow takes nearly all of a GPU's memory when it makes its devices unless memory
+    # growth is on: the head made its devices without it, before the base (sameref/gpu.py).
+    commit(repo, "growth", test_bench=GROWTH)
+    seen = repo.path.parent / f"{repo.path.name}.seen"  # outside the repository: a clean tree
+    monkeypatch.setenv("SEEN", str(seen))
+    given(monkeypatch, "TF_FORCE_GPU_ALLOW_GROWTH", value)
+    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    rows = [line.split() for line in seen.read_text().splitlines()]
+    assert len({pid for pid, _ in rows}) >= 2  # head and base, and any new pair
+    assert {value for _, value in rows} == {"true"}
+    said = "TF_FORCE_GPU_ALLOW_GROWTH=true on both sides, not 'false' as set"
+    assert (said in result.stdout.str()) is replaced
+    # Without --compare-ref the environment is the user's.
+    seen.unlink()
+    assert repo.runpytest_subprocess(*FAST).ret == pytest.ExitCode.OK
+    assert [line.split()[1] for line in seen.read_text().splitlines()] == [str(value)]
 
 
 SEEDS_AGAIN = """

@@ -109,3 +109,47 @@ def test_a_file_where_the_lock_directory_goes_breaks_nothing_and_no_lock_file_st
     assert used.is_dir()
     # The run's lock file is gone with the run (seen before: one per run and kind piled up).
     assert not list(used.glob("*.lock"))
+
+
+GROWTH = """
+import os
+
+def _write():
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open("growth.log", "a") as log:
+        log.write(f"{worker} {os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')}\\n")
+
+def test_plain():
+    _write()
+
+def test_device(accelerator):
+    _write()
+"""
+
+
+def _growth(pytester: pytest.Pytester, passed: int, *args: str) -> set[str]:
+    """What the tests of one session saw of TF_FORCE_GPU_ALLOW_GROWTH."""
+    (pytester.path / "growth.log").unlink(missing_ok=True)
+    result = pytester.runpytest_subprocess("--accelerator=cpu", *args)
+    result.assert_outcomes(passed=passed)
+    return {line.split()[1] for line in (pytester.path / "growth.log").read_text().splitlines()}
+
+
+@pytest.mark.parametrize("given", [None, "false"])
+def test_workers_that_use_a_device_take_gpu_memory_as_they_need_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, given: str | None
+):
+    # Workers take turns timing a device, but each holds the GPU memory it took for its whole
+    # life, and TensorFlow's default takes nearly all of it (devices.share_gpus).
+    module = pytester.makepyfile(GROWTH).name
+    if given is None:
+        monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
+    else:
+        monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", given)
+    device = f"{module}::test_device"
+    assert _growth(pytester, 1, "-n", "2", "-p", "xdist", device) == {given or "true"}
+    if given is None:
+        # Without workers the environment is the user's; so it is for workers that use no
+        # device of this plugin's.
+        assert _growth(pytester, 2, "-p", "no:xdist") == {"None"}
+        assert _growth(pytester, 1, "-n", "2", "-p", "xdist", f"{module}::test_plain") == {"None"}

@@ -44,6 +44,7 @@ from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import (
     collector,
     confirm,
+    gpu,
     imports,
     nested,
     resolve,
@@ -174,7 +175,7 @@ class HeadPlugin:
             **os.environ,
             **env,
             "PYTHONPATH": path,
-            "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # both sides share a GPU
+            gpu.GROWTH_ENV: gpu.GROWTH,  # both sides share a GPU (set here too: sameref.gpu)
         }
         if self.core is not None:
             full_env[CORE_ENV] = str(self.core)
@@ -276,6 +277,8 @@ class HeadPlugin:
         if spinning and not self.whole_runs:  # whole runs never run beside each other
             how += f", {spinning}"
         how += f", {seed.describe()}"
+        if growth := gpu.describe():
+            how += f", {growth}"
         where = f"{self.ref} ({self.commit[:12]}) in a temporary worktree"
         if self._from_ini():  # trial 33: a comparison nobody asked for on the command line
             where = f"{where} (the ini file's compare_ref; -o compare_ref= turns it off)"
