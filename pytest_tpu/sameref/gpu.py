@@ -19,7 +19,6 @@ import os
 
 from pytest_tpu.devices import GPU_GROWTH_ENV
 
-GROWTH_ENV = GPU_GROWTH_ENV
 GROWTH = "true"
 # The user's own value, where it was not "true": kept for the header across the session's start
 # again on a fixed hash seed (``seed``), which runs the process anew with this environment.
@@ -28,10 +27,10 @@ REPLACED_ENV = "PYTEST_TPU_REF_GROWTH_REPLACED"
 
 def share() -> None:
     """Turn memory growth on in this process's environment, before TensorFlow makes a device."""
-    given = os.environ.get(GROWTH_ENV)
+    given = os.environ.get(GPU_GROWTH_ENV)
     if given is not None and given != GROWTH and REPLACED_ENV not in os.environ:
         os.environ[REPLACED_ENV] = given
-    os.environ[GROWTH_ENV] = GROWTH
+    os.environ[GPU_GROWTH_ENV] = GROWTH
 
 
 def describe() -> str:
@@ -40,6 +39,6 @@ def describe() -> str:
     if replaced is None:
         return ""
     return (
-        f"{GROWTH_ENV}={GROWTH} on both sides, not {replaced!r} as set (they share a GPU, and "
+        f"{GPU_GROWTH_ENV}={GROWTH} on both sides, not {replaced!r} as set (they share a GPU, and "
         "neither may take all of its memory)"
     )

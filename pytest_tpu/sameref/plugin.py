@@ -174,8 +174,7 @@ class HeadPlugin:
         full_env = {
             **os.environ,
             **env,
-            "PYTHONPATH": path,
-            gpu.GROWTH_ENV: gpu.GROWTH,  # both sides share a GPU (set here too: sameref.gpu)
+            "PYTHONPATH": path,  # GPU memory growth: in os.environ since the start (sameref.gpu)
         }
         if self.core is not None:
             full_env[CORE_ENV] = str(self.core)
