@@ -8,10 +8,13 @@ from dataclasses import replace
 import pytest
 
 from pytest_tpu.gate.compare import Row
+from pytest_tpu.gate.lines import gate_lines, gate_verdict
+from pytest_tpu.gate.stats import ONE_PAIR, TWO_PAIRS
 from pytest_tpu.sameref.confirm import _after_new_pair, _Asked, _judged
 from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.judge import by_new_pair, by_pairs, once_more, to_more_pairs
-from pytest_tpu.sameref.resolve import _resolved, factor_for
+from pytest_tpu.sameref.offsets import OWN_PAIR_READ
+from pytest_tpu.sameref.resolve import _measured_line, _resolved, factor_for
 from pytest_tpu.sameref.swap import inverted
 
 FIRST = Row(
@@ -110,6 +113,87 @@ def test_rows_whose_rounds_could_not_catch_the_threshold_are_measured_again_with
 ):
     assert factor_for(row, 0.05, 4) == factor
     assert factor_for(row, 0.05, 1) == 0  # --tpu-compare-ref-rounds=1: never
+
+
+ONE = Row(
+    nodeid="test_a.py::test_text",
+    status="compared",
+    verdict="inconclusive",
+    change=0.0,
+    low=-0.027,
+    high=0.028,
+    confidence=0.5,
+    detectable=0.047,
+    noise_source=f"187 paired rounds in this job, {ONE_PAIR}",
+)
+
+
+@pytest.mark.parametrize(
+    ("row", "factor"),
+    [
+        # Rounds that catch the threshold and rule it out, but not half of it: only an offset
+        # between the two processes is left open, and a second pair draws another (new-user
+        # trial 69: an unchanged text classifier, +0.0 % [-2.7, +2.8], named among the rows
+        # that could hide a slowdown).
+        (ONE, 1),
+        (replace(ONE, change=-0.01, low=-0.036, high=0.026), 1),
+        # Room enough: one pair settles it (it would be unchanged, not inconclusive).
+        (replace(ONE, low=-0.01, high=0.01), 0),
+        # Its interval reaches the threshold: a slowdown new pairs measure, not this.
+        (replace(ONE, change=0.03, low=0.005, high=0.055), 0),
+        # Measured by new pairs already: withdrawn, or held and measured by its own pair.
+        (replace(ONE, confirmed=False), 0),
+        (replace(ONE, reason=f"+0.0 % by the first pair; {OWN_PAIR_READ} -0.4 %"), 0),
+        (replace(ONE, noise_source="3 pairs of processes in this job, paired rounds"), 0),
+    ],
+)
+def test_one_pair_that_leaves_no_room_for_an_offset_is_measured_again_by_a_second(row, factor):
+    assert factor_for(row, 0.05, 4) == factor
+    assert factor_for(row, 0.05, 1) == 0  # --tpu-compare-ref-rounds=1: never
+
+
+def test_a_second_pair_with_the_same_rounds_says_so():
+    settled = again(-0.4, -1.6, +0.8)
+    row = _resolved(ONE, {**settled, "verdict": "unchanged"}, 1, 0.05)
+    assert row.verdict == "unchanged"
+    assert row.reason.startswith(
+        "measured again with the same rounds in a new pair of processes (the session's first "
+        "pair read +0.0% [-2.7%, +2.8%])"
+    )
+    assert _measured_line({"a": 1, "b": 1}) == (
+        "measured 2 inconclusive benchmark(s) again with the same rounds in a new pair of "
+        "processes (one pair left no room for an offset)"
+    )
+    assert _measured_line({"a": 1, "b": 4, "c": 2}) == (
+        "measured 2 inconclusive benchmark(s) again with up to 4x the rounds in a new pair of "
+        "processes, and 1 that one pair left no room for an offset with the same rounds"
+    )
+
+
+def test_a_second_pair_no_finer_than_the_first_shows_both_together_where_they_agree():
+    # New-user trial 69: a `pedantic` predict read +1.2 % [-1.4, +3.8] in its first pair and,
+    # with the same rounds, far wider in its second; the row showed the second alone.
+    first = replace(ONE, change=0.012, low=-0.014, high=0.038, detectable=0.045, threshold=0.05)
+    noisy = {
+        **again(-0.5, -8.0, 7.5),
+        "detectable_pct": 11.6,
+        "noise_source": f"30 paired rounds in this job, {ONE_PAIR}",
+    }
+    row = _resolved(first, noisy, 1, 0.05)
+    assert row.verdict == "inconclusive"
+    assert row.noise_source.endswith(TWO_PAIRS)
+    assert "-1.4%" not in row.reason.partition("both pairs together")[2]
+    assert row.low is not None and row.high is not None
+    assert -0.014 < row.low < row.high < 0.038  # finer than either pair alone
+    assert "they agree, and together still leave a slowdown of the threshold (5.0%) open" in (
+        row.reason
+    )
+    # It could hide a slowdown: the gate says so and names who measured it.
+    assert gate_verdict([row]) == "inconclusive"
+    [line] = gate_lines([row], 5.0, "main")
+    assert line.endswith("(test_text by two pairs of processes only)")
+    # More rounds measured it better than the first: its own reading stands.
+    assert _resolved(first, noisy, 4, 0.05).noise_source.endswith(ONE_PAIR)
 
 
 def test_a_regression_the_re_measurement_could_not_confirm_leaves_the_first_row():

@@ -13,6 +13,7 @@ from pytest_tpu.gate.stats import (
     CONFIDENCE,
     FAIL_CONFIDENCE,
     by_one_pair,
+    by_two_pairs,
     one_pair_cannot_catch,
     one_pair_may_hide,
 )
@@ -269,7 +270,11 @@ def _named(row: Row, threshold: float) -> str:
         # (trial 37: "(one pair of processes)" beside a note on +2.4 % [-0.5, +5.3] read as two
         # reasons for one row).
         return f"{name} up to {pct(row.high)}"
-    return f"{name} (one pair of processes)" if by_one_pair(row.noise_source) else name
+    # Not in parentheses of its own: the line's list of rows is in parentheses (new-user trial 69
+    # read "(test_x (one pair of processes))" as hard to parse).
+    if by_two_pairs(row.noise_source):
+        return f"{name} by two pairs of processes only"
+    return f"{name} by one pair of processes only" if by_one_pair(row.noise_source) else name
 
 
 def between_sessions_hint(rows: Sequence[Row], thresholds: Mapping[str, float]) -> str:
@@ -355,6 +360,8 @@ def _may_hide(row: Row) -> bool:
     pair of processes leaning slower or whose rounds could not have caught the threshold, by an
     offset between the two that its interval leaves out (``sameref.rows.one_pair``)."""
     if row.high is None or row.threshold is None or row.high >= row.threshold:
+        return True
+    if by_two_pairs(row.noise_source):  # their mean left no room for its offset
         return True
     if row.change is None or not by_one_pair(row.noise_source):
         return False

@@ -27,6 +27,7 @@ MIN_BLOCKS = 3  # fewer rounds than this: no within-run uncertainty can be estim
 CONFIDENCE = 0.95  # the interval shown
 SPREAD_OF_PAIRS = "pairs of processes in this job"  # names a same-job row judged on that spread
 ONE_PAIR = "one pair of processes"  # ends the noise source of a same-job row of one pair
+TWO_PAIRS = "two pairs of processes pooled"  # ends that of a row two pairs measured together
 # A slowdown of this share of its threshold or more, read by one pair, can be a regression an offset
 # between the pair's two processes made look smaller (``sameref.rows.one_pair``, ``lines``).
 ONE_PAIR_HIDES = 0.25
@@ -52,6 +53,13 @@ def by_one_pair(noise_source: str) -> bool:
     """Whether a row's noise source says one pair of processes' rounds measured it (``ONE_PAIR``):
     its interval leaves out an offset between the two processes."""
     return noise_source.endswith(ONE_PAIR)
+
+
+def by_two_pairs(noise_source: str) -> bool:
+    """Whether two pairs of processes measured a row together (``TWO_PAIRS``): a row they leave
+    ``inconclusive`` lacked the room their mean's offset needs under the threshold, whatever its
+    interval (``sameref.pooled``)."""
+    return noise_source.endswith(TWO_PAIRS)
 
 
 def one_pair_cannot_catch(detectable: float | None, threshold: float) -> bool:
