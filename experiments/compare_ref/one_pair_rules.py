@@ -19,12 +19,20 @@
   pairs decides (``judge.by_pairs``; the further pairs it may ask for are not replayed). Counts
   per cell how the draws end.
 
+- ``room`` (shipped in session 69, ``resolve.no_room``): every first-pair row one pair leaves
+  ``inconclusive`` only for want of room for an offset (``resolve.factor_for`` gives it a second
+  pair with the same rounds) judged with a second pair drawn from each other pair its cell
+  logged with the first pair's rounds, in turn, as ``resolve`` judges it: the second alone, both
+  together where it leaves the row open, a third pair where they lie apart (not replayed
+  further), confirmation where it reads a regression. Counts per cell how the draws end.
+
 A run's pair log holds every try of a session under its name (a try cut short and started again
 logs twice), so a row is a session's unswapped first pair and what follows it.
 
     python experiments/compare_ref/one_pair_rules.py pooled r67_pairs.jsonl r68_pairs.jsonl
     python experiments/compare_ref/one_pair_rules.py own r67_pairs.jsonl
     python experiments/compare_ref/one_pair_rules.py second r88_pairs.jsonl r94_pairs.jsonl
+    python experiments/compare_ref/one_pair_rules.py room r88_pairs.jsonl r94_pairs.jsonl
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from pytest_tpu.gate.compare import Row  # noqa: E402
 from pytest_tpu.sameref import judge, offsets, pairs, rows  # noqa: E402
 from pytest_tpu.sameref import pooled as both_pairs  # noqa: E402
 from pytest_tpu.sameref.pooled import resolved_together  # noqa: E402
+from pytest_tpu.sameref.resolve import factor_for  # noqa: E402
 
 Cell = tuple[str, str, float]  # workload, style, arm
 
@@ -185,9 +194,62 @@ def second(paths: Sequence[Path], threshold: float) -> None:
         print(f"{row} | {draws} | {shares} |")
 
 
+def _second_of(first: Row, other: Mapping[str, Any], threshold: float) -> str:
+    """How a row ``resolve`` sends to a second pair with the same rounds ends on ``other``."""
+    alone = rows.one_pair(row_of(other, threshold), threshold)
+    if alone.change is None:
+        return "no interval"
+    if alone.regression or alone.verdict == "slower":
+        return "to confirmation"
+    again = reported(alone)
+    together = resolved_together(first, alone, again, threshold, "x")
+    if alone.verdict == "inconclusive" and together.verdict == "unchanged":
+        return "unchanged (both together)"
+    judged = both_pairs.apart_together(first, alone, again, "x")
+    judged = both_pairs.sure_first(first, judged, again, threshold, "x")
+    if judged is not alone:
+        return "to a third pair"
+    return f"{alone.verdict}{' (alone)' if alone.verdict == 'unchanged' else ''}"
+
+
+def room(records: Sequence[Mapping[str, Any]], threshold: float) -> None:
+    draws: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    firsts: list[tuple[Cell, Mapping[str, Any]]] = []
+    for record in records:
+        cell = _cell(record)
+        if cell is None or record.get("factor") != 1:
+            continue
+        if record.get("stage") in ("first", "confirm"):
+            draws[cell].append(record)
+        if record.get("stage") == "first":
+            firsts.append((cell, record))
+    sent: Counter[Cell] = Counter()
+    seen: Counter[Cell] = Counter()
+    tally: dict[Cell, Counter[str]] = defaultdict(Counter)
+    for cell, record in firsts:
+        first = rows.one_pair(row_of(record, threshold), threshold)
+        seen[cell] += 1
+        # A slowdown one pair is sure of goes to new pairs first (``confirm``), not here.
+        if rows.doubtful(first, threshold) or factor_for(first, threshold, 4) != 1:
+            continue
+        sent[cell] += 1
+        for other in draws[cell]:
+            if other is not record:
+                tally[cell][_second_of(first, other, threshold)] += 1
+    print("| workload | style | work | first pairs sent to a second | draws | how they end |")
+    print("|---|---|---|---|---|---|")
+    for cell, ends in sorted(tally.items()):
+        draws_made = sum(ends.values())
+        shares = "; ".join(f"{end} {n / draws_made:.0%}" for end, n in ends.most_common())
+        print(
+            f"| {cell[0]} | {cell[1]} | +{cell[2]:.0%} | {sent[cell]} of {seen[cell]} | "
+            f"{draws_made} | {shares} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("rule", choices=("pooled", "own", "second"))
+    parser.add_argument("rule", choices=("pooled", "own", "second", "room"))
     parser.add_argument("pairs", nargs="+", type=Path, help="run.py --pairs files")
     parser.add_argument("--threshold", type=float, default=5.0)
     options = parser.parse_args()
@@ -195,6 +257,8 @@ def main() -> None:
         pooled(options.pairs, options.threshold / 100)
     elif options.rule == "second":
         second(options.pairs, options.threshold / 100)
+    elif options.rule == "room":
+        room(load(options.pairs), options.threshold / 100)
     else:
         own(load(options.pairs), options.threshold / 100)
 
