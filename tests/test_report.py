@@ -292,9 +292,11 @@ def test_the_counts_lines_and_the_gate_count_the_same_rows():
     rows.append(row("memory", "unchanged"))
     [opening] = comparison_lines("base.json", rows)
     assert opening == (
-        "compared with baseline base.json: 1 inconclusive, 1 faster; compile: 1 inconclusive; "
+        "compared with baseline base.json: 1 faster, 1 inconclusive; compile: 1 inconclusive; "
         "memory: 1 unchanged (table below)"
     )
+    # The same counts in the same order, whatever order the rows came in (new-user trial 69).
+    assert comparison_lines("base.json", rows[::-1]) == [opening]
     closing = report.comparison_summary([from_gate_row(r) for r in rows])
     assert closing == (
         "0 slower, 1 faster, 0 unchanged, 1 inconclusive, 0 new, 0 missing; compile: 1 "

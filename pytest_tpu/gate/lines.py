@@ -36,6 +36,14 @@ def sure(value: float | None) -> str:
     return "?" if value is None else f"{min(value, 0.999):.1%}"
 
 
+# The order the counts are said in: the closing counts line's (``report.comparison_summary``).
+_COUNTED = ("slower", "larger", "faster", "smaller", "unchanged", "inconclusive", "new", "missing")
+
+
+def _counted_first(status: str) -> int:
+    return _COUNTED.index(status) if status in _COUNTED else len(_COUNTED)
+
+
 def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[str]:
     """Summary lines of a comparison: counts, then one line per benchmark."""
     what = f"baseline {path}" if baseline else path
@@ -50,11 +58,14 @@ def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[
             key = verdict_word(row.verdict, row.metric)  # memory: larger / smaller
         of = counts.setdefault(row.metric if row.metric in OTHER_METRICS else "time", {})
         of[key] = of.get(key, 0) + 1
+    # In the closing counts line's order, whatever order the rows came in (new-user trial 69:
+    # "1 inconclusive, 1 slower, 2 unchanged" in one session, "2 unchanged, 1 slower, 1
+    # inconclusive" in the next).
     said = [
         (f"{metric}: " if metric != "time" else "")
-        + ", ".join(f"{count} {status}" for status, count in of.items())
-        for metric, of in counts.items()
-        if of
+        + ", ".join(f"{of[status]} {status}" for status in sorted(of, key=_counted_first))
+        for metric in ("time", *OTHER_METRICS)
+        if (of := counts.get(metric, {}))
     ]
     # One line: the rows are the comparison table's, drawn once by the summary.
     return [f"compared with {what}: {'; '.join(said)} (table below)"]
