@@ -10,9 +10,10 @@ import pytest
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import gate_lines
+from pytest_tpu.gate.stats import TWO_PAIRS
 from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW
-from pytest_tpu.sameref.pooled import APART, POOLED, SURE_FIRST
+from pytest_tpu.sameref.pooled import APART, SURE_FIRST
 from pytest_tpu.sameref.resolve import _apart_by_more_pairs, _resolved
 
 ONE = "paired rounds in this job, one pair of processes"
@@ -54,7 +55,7 @@ def test_two_agreeing_pairs_of_unchanged_code_are_unchanged_together():
     # r67, the base against itself: the new pair alone leaves room for an offset of only 1.9 %.
     row = _resolved(first(-2.8, -7.6, 2.2), again(0.1, -2.8, 3.1, 24), 4, 0.05)
     assert row.verdict == "unchanged"
-    assert row.noise_source == f"10 and 24 paired rounds in this job, {POOLED}"
+    assert row.noise_source == f"10 and 24 paired rounds in this job, {TWO_PAIRS}"
     assert row.change is not None and row.high is not None and row.low is not None
     # Between the two pairs' changes, nearer the one with more rounds; its interval narrower
     # than either pair's own.
@@ -186,7 +187,7 @@ def test_a_new_pair_that_does_not_settle_a_slowdown_the_first_was_sure_of_goes_t
 def test_a_new_pair_settles_the_row_alone_where_the_first_gave_it_nothing_to_settle(one, two, why):
     row = _resolved(first(*one), {**again(*two), "verdict": "unchanged"}, 4, 0.05)
     assert SURE_FIRST not in row.reason, why
-    assert row.verdict != "inconclusive" or POOLED in row.noise_source, why
+    assert row.verdict != "inconclusive" or TWO_PAIRS in row.noise_source, why
 
 
 def test_a_third_pair_that_cannot_run_leaves_the_slowdown_in_doubt_inconclusive(tmp_path):

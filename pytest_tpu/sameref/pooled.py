@@ -49,7 +49,6 @@ from pytest_tpu.sameref.judge import interval_text
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
 from pytest_tpu.sameref.pairs import Reading, apart, of_report, of_row
 
-POOLED = TWO_PAIRS  # ends a pooled row's noise source
 # Says, in a row's reason, that its two pairs disagree (``apart_together``): more pairs measure it.
 APART = "further from the first than both pairs' rounds allow"
 # Says, in a row's reason, that the pair with more rounds did not settle a slowdown its first pair
@@ -64,7 +63,7 @@ def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
     shares = [w / total for w in weights]
     log = shares[0] * first.log + shares[1] * again.log
     df = welch_df([((s * r.se) ** 2, r.df) for s, r in zip(shares, (first, again), strict=True)])
-    source = f"{first.rounds} and {again.rounds} paired rounds in this job, {POOLED}"
+    source = f"{first.rounds} and {again.rounds} paired rounds in this job, {TWO_PAIRS}"
     change = from_log(log, 1 / math.sqrt(total), df, source)
     return change, math.sqrt(math.fsum(s * s for s in shares))
 
