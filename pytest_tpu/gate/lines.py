@@ -36,12 +36,19 @@ def sure(value: float | None) -> str:
     return "?" if value is None else f"{min(value, 0.999):.1%}"
 
 
-# The order the counts are said in: the closing counts line's (``report.comparison_summary``).
-_COUNTED = ("slower", "larger", "faster", "smaller", "unchanged", "inconclusive", "new", "missing")
+# The order the counts are said in: the verdicts as the closing counts line has them
+# (``report.comparison_summary``), then a status of its own (``base failed``, ``unmeasured``),
+# then the benchmarks only one side has.
+_VERDICTS = ("slower", "larger", "faster", "smaller", "unchanged", "inconclusive")
+_ONE_SIDE = ("new", "missing")
 
 
 def _counted_first(status: str) -> int:
-    return _COUNTED.index(status) if status in _COUNTED else len(_COUNTED)
+    if status in _VERDICTS:
+        return _VERDICTS.index(status)
+    if status in _ONE_SIDE:
+        return len(_VERDICTS) + 1 + _ONE_SIDE.index(status)
+    return len(_VERDICTS)
 
 
 def comparison_lines(path: str, rows: list[Row], baseline: bool = True) -> list[str]:
