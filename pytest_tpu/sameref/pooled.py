@@ -44,8 +44,7 @@ from pytest_tpu.gate.stats import (
     from_log,
     welch_df,
 )
-from pytest_tpu.gate.verdict import with_change
-from pytest_tpu.sameref.judge import interval_text
+from pytest_tpu.sameref.judge import interval_text, measured_across
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
 from pytest_tpu.sameref.pairs import Reading, apart, of_report, of_row
 
@@ -94,14 +93,11 @@ def apart_together(first: Row, resolved: Row, again: Mapping[str, Any], lead: st
         f"{lead}; that pair read {interval_text(again)}, {APART}: their processes differ by an "
         "offset neither pair shows, so the two are judged together, on their spread"
     )
-    base = resolved.base_value
-    current = None if base is None else base * (1 + spread.estimate)
     return replace(
-        with_change(resolved, spread),
+        measured_across(resolved, spread),
         verdict="inconclusive",
         regression=False,
         confirmed=None,
-        current_value=current,
         reason=why,
     )
 
@@ -198,11 +194,7 @@ def resolved_together(
         f"{pct(both.high)}]: they agree, and their mean, whose offset is smaller than one "
         "pair's, rules the threshold out"
     )
-    base = resolved.base_value
-    current = None if base is None else base * (1 + both.estimate)
-    return replace(
-        with_change(resolved, both), verdict="unchanged", current_value=current, reason=why
-    )
+    return replace(measured_across(resolved, both), verdict="unchanged", reason=why)
 
 
 def open_together(
@@ -222,8 +214,4 @@ def open_together(
         f"{pct(both.estimate)} [{pct(both.low)}, {pct(both.high)}]: they agree, and together "
         f"still leave a slowdown of the threshold ({threshold:.1%}) open"
     )
-    base = resolved.base_value
-    current = None if base is None else base * (1 + both.estimate)
-    return replace(
-        with_change(resolved, both), verdict="inconclusive", current_value=current, reason=why
-    )
+    return replace(measured_across(resolved, both), verdict="inconclusive", reason=why)
