@@ -288,7 +288,7 @@ class SummaryPlugin:
             for block, row in zip(blocks, ordered, strict=True):
                 for line in block:
                     tr.write_line(line, red=row.verdict == "slower", bold=row.verdict == "slower")
-            for note in report.comparison_notes(rows):
+            for note in report.terminal_notes(rows, every=self.config.get_verbosity() > 0):
                 tr.write_line(note)
         summary = report.comparison_summary(rows)
         tr.write_line(summary, red=any(r.verdict == "slower" for r in rows))

@@ -84,7 +84,9 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
     # The verdict on the same code is not asserted: on a machine whose cores differ in speed,
     # two processes of the same code can differ by tens of percent (README, "Base and head in
     # the same job"); this test is about what the session does around it.
-    result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD", "--fail-on-regression=60")
+    # -v: the notes of every row, an unchanged one's too.
+    args = ("--compare-ref=HEAD", "--fail-on-regression=60", "-v")
+    result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret in (pytest.ExitCode.OK, REGRESSION_EXIT_CODE)
     result.stdout.fnmatch_lines(
         [
@@ -98,10 +100,12 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
             "are that pair's rounds' own; two processes with the same code can differ by more "
             "(a few percent for some code), and the gate allows for it (docs/compare-ref.md: *)",
             "regression gate (60%): *",
-            "test_ped: *paired rounds in this job*",
         ],
         consecutive=False,
     )
+    # A long note is printed a clause a line: joined again, it is the report's.
+    notes = "\n".join(result.outlines).replace("\n    ", "; ")
+    assert re.search(r"^test_ped: .*paired rounds in this job", notes, re.M), notes
     assert len(worktrees(repo)) == 1
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_tpu import report, units
+from pytest_tpu.gate.stats import TAIL
 from pytest_tpu.report import ComparisonRow
 from pytest_tpu.results import BenchResult
 from pytest_tpu.roundtimes import RoundTime
@@ -360,6 +361,43 @@ def test_a_long_note_is_shown_whole_and_says_nothing_twice():
     (note,) = report.comparison_notes([row])
     assert note == f"test_g on cpu: {why}; raw"  # whole: the detectable change is at its end
     assert note.count("3 saved runs") == 1 and note.count("37.5%") == 1
+
+
+def test_a_terminal_prints_a_note_a_clause_a_line_and_only_where_the_table_needs_one():
+    # Trial 69: notes of 600-900 characters on one line, one for every row, most of them
+    # unchanged rows saying how they were measured.
+    why = (
+        "measured again with 4x the rounds in a new pair of processes (the session's first pair "
+        "read -1.0% [-24.4%, +29.6%]); cannot resolve a 5.0% change here: the smallest slowdown "
+        'this comparison catches 4 times in 5 is 9.0% (noise: 120 paired rounds; "a; b"); about '
+        "375 paired rounds would resolve 5.0%"
+    )
+    open_row = comparison("test_g", "inconclusive", 0.3, -4.7, 5.6, note=why)
+    same = measured(comparison("test_s", "unchanged", 0.1, -1.0, 1.2), "paired", "one pair", 2.4)
+    assert report.terminal_notes([open_row, same], every=False) == [
+        "test_g on cpu:",
+        "    measured again with 4x the rounds in a new pair of processes (the session's first "
+        "pair read -1.0% [-24.4%, +29.6%])",
+        "    cannot resolve a 5.0% change here: the smallest slowdown this comparison catches 4 "
+        'times in 5 is 9.0% (noise: 120 paired rounds; "a; b")',
+        "    about 375 paired rounds would resolve 5.0%",
+        "(1 note(s) on unchanged rows not shown: -v prints them)",
+    ]
+    every = report.terminal_notes([open_row, same], every=True)
+    assert every[-1] == "test_s on cpu: paired, noise: one pair, detects 2.4%"
+    assert "".join(every).count("not shown") == 0
+    # Two clauses read as one sentence, on one line.
+    base = comparison("test_b", "base failed", note="failed on the base side (x; y); z stands")
+    assert report.terminal_notes([base], every=False) == [f"test_b on cpu: {base.note}"]
+    # Whole and on one line in the files, whatever the terminal prints.
+    assert report.comparison_notes([open_row])[0] == f"test_g on cpu: {why}"
+
+
+def test_an_unchanged_row_of_the_tail_statistic_keeps_its_note_at_any_verbosity():
+    # Its figures are not what the other rows' are: the table alone reads them wrong.
+    row = comparison("test_t", "unchanged", 0.2, -1.0, 1.4)
+    (note,) = report.terminal_notes([dataclasses.replace(row, statistic=TAIL)], every=False)
+    assert note.startswith(f"test_t on cpu: baseline, current and change: the {TAIL}")
 
 
 def test_a_same_job_note_does_not_end_in_a_dangling_mode():

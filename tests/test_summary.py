@@ -135,6 +135,48 @@ def test_comparison_table_lists_regressions_first(bench, monkeypatch):
     assert all(len(line) <= 72 for line in table[:8])
 
 
+NOTED = """
+from pytest_tpu.report import ComparisonRow
+from pytest_tpu.summary import comparison_key
+
+
+def pytest_sessionfinish(session):
+    session.config.stash[comparison_key] = [
+        ComparisonRow("test_bench.py::test_cnn[cpu-256]", "cpu", "epoch_s", "s", False,
+                      4.0, 4.1, 2.5, -3.0, 8.0, "inconclusive",
+                      "measured again with 4x the rounds (first read -1.0% [-9.0%, +8.0%]); "
+                      "the smallest slowdown it catches 4 times in 5 is 9.0%; "
+                      "about 375 paired rounds would resolve 5.0%"),
+        ComparisonRow("test_bench.py::test_matmul[cpu-1024]", "cpu", "tflops", "TFLOP/s", True,
+                      0.5, 0.5, 0.1, -1.0, 1.2, "unchanged", mode="paired",
+                      noise_source="one pair of processes"),
+    ]
+"""
+
+
+def test_the_terminal_notes_the_rows_the_table_cannot_say_and_v_notes_every_row(bench):
+    # Trial 69: a note of 600-900 characters for every row, on one line each.
+    bench.makeconftest(NOTED)
+    result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=out.md")
+    result.stdout.fnmatch_lines(
+        [
+            "test_cnn[[]cpu-256] on cpu:",
+            "    measured again with 4x the rounds (first read -1.0% [[]-9.0%, +8.0%])",
+            "    the smallest slowdown it catches 4 times in 5 is 9.0%",
+            "    about 375 paired rounds would resolve 5.0%",
+            "(1 note(s) on unchanged rows not shown: -v prints them)",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*noise: one pair of processes*")
+    verbose = bench.runpytest("-p", "no:cacheprovider", "-v")
+    verbose.stdout.fnmatch_lines(["test_matmul[[]cpu-1024] on cpu: paired, noise: one pair*"])
+    verbose.stdout.no_fnmatch_line("*not shown: -v prints them*")
+    # The report keeps every note, whole, whatever the terminal printed.
+    markdown = (bench.path / "out.md").read_text(encoding="utf-8")
+    assert "- test_matmul[cpu-1024] on cpu: paired, noise: one pair of processes" in markdown
+    assert "(first read -1.0% [-9.0%, +8.0%]); the smallest slowdown" in markdown
+
+
 def test_report_md_writes_markdown_tables(bench):
     result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report=reports/md/out.md")
     # A folder that was missing is made, and said: a typo in its name shows.

@@ -3,7 +3,8 @@
 Pure: plain data in, strings and dicts out; no pytest import (``BenchResult`` is only read
 through its attributes), so every builder is tested on hand-made rows without TensorFlow.
 ``model`` holds what they are made of, ``tables`` the speedup tables, ``comparison`` the
-comparison table, ``documents`` the files, and ``layout`` what fits a table to a terminal.
+comparison table, ``notes`` its notes as a terminal prints them, ``documents`` the files, and
+``layout`` what fits a table to a terminal.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pytest_tpu.report.model import (
     legend,
     verdict_word,
 )
+from pytest_tpu.report.notes import terminal_notes
 from pytest_tpu.report.tables import (
     build_tables,
     config_of,
@@ -72,6 +74,7 @@ __all__ = [
     "sort_comparison",
     "speedup_table",
     "table_notes",
+    "terminal_notes",
     "to_json",
     "to_markdown",
     "varying_fields",

@@ -169,14 +169,23 @@ def comparison_notes(rows: Sequence[ComparisonRow]) -> list[str]:
     Whole, never cut to the table's width: the end of a note (the smallest change it could
     detect, what a re-measurement found) is the part a reader needs.
     """
+    return [f"{who}: {text}" for who, text in noted(rows)]
+
+
+def noted(rows: Sequence[ComparisonRow]) -> list[tuple[str, str]]:
+    """``(who, note)`` per note, in table order: the rows a note is about, and the note."""
     said: dict[str, list[str]] = {}  # note -> the rows that have it, in table order
     for r in sort_comparison(rows):
-        text = "; ".join(part for part in (r.note, row_details(r)) if part)
-        if text:
+        if text := note_of(r):
             said.setdefault(text, []).append(
                 f"{display_name(r.name)}{f' on {r.kind}' if r.kind else ''}"
             )
-    return [f"{_who(names)}: {text}" for text, names in said.items()]
+    return [(_who(names), text) for text, names in said.items()]
+
+
+def note_of(row: ComparisonRow) -> str:
+    """A row's whole note: why its verdict, then how it was measured."""
+    return "; ".join(part for part in (row.note, row_details(row)) if part)
 
 
 def _who(names: Sequence[str]) -> str:

@@ -1,0 +1,60 @@
+"""The notes under a comparison table as a terminal prints them: one clause a line, and at the
+default verbosity only the rows a reader must read beside the table.
+
+Trial 69 read notes of 600-900 characters on one line each, one for every row, most of them
+``unchanged`` rows saying how they were measured. The files ``--tpu-report`` writes keep
+every note whole (``report.documents``); ``-v`` prints every row's here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_tpu.gate.stats import TAIL
+from pytest_tpu.report.comparison import noted
+from pytest_tpu.report.model import ComparisonRow
+
+INDENT = "    "
+SPLIT_FROM = 3  # clauses: a note of fewer stays on one line
+
+
+def needs_note(row: ComparisonRow) -> bool:
+    """Whether a row's note must be read beside the table: every verdict but ``unchanged``
+    (why slower, what an inconclusive row could have seen), and an ``unchanged`` row whose
+    figures are not the mean (the tail statistic) — the table alone reads those wrong."""
+    return row.verdict != "unchanged" or row.statistic == TAIL
+
+
+def terminal_notes(rows: Sequence[ComparisonRow], every: bool) -> list[str]:
+    """The lines of the notes: each note's rows, then its clauses, a line each (where it has
+    ``SPLIT_FROM`` or more); without
+    ``every``, the notes of the rows that need one (``needs_note``) and a line that counts the
+    rest and says where they are."""
+    shown = [row for row in rows if every or needs_note(row)]
+    lines: list[str] = []
+    for who, text in noted(shown):
+        parts = clauses(text)
+        # Two clauses read as one sentence ("failed on the base side (...); the head result
+        # stands"); the long notes of trial 69 had three to five.
+        whole = len(parts) < SPLIT_FROM
+        lines += [f"{who}: {text}"] if whole else [f"{who}:", *(INDENT + part for part in parts)]
+    if left := len(noted([row for row in rows if not (every or needs_note(row))])):
+        lines.append(f"({left} note(s) on unchanged rows not shown: -v prints them)")
+    return lines
+
+
+def clauses(text: str) -> list[str]:
+    """``text`` cut at each ``"; "`` outside brackets and quotes: a note's clauses (why the
+    verdict, what a new pair read, what the rounds detect) each read on its own."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, char in enumerate(text):
+        if char == '"':
+            quoted = not quoted
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth = max(0, depth - 1)
+        elif text.startswith("; ", i) and not depth and not quoted:
+            parts.append(text[start:i])
+            start = i + 2
+    return [*parts, text[start:]]
