@@ -1,5 +1,5 @@
-"""The notes under a comparison table as a terminal prints them: one clause a line, and at the
-default verbosity only the rows a reader must read beside the table.
+"""The notes under a comparison table as a terminal prints them: a long note one clause a line,
+and at the default verbosity only the notes of the rows a reader must read beside the table.
 
 Trial 69 read notes of 600-900 characters on one line each, one for every row, most of them
 ``unchanged`` rows saying how they were measured. The files ``--tpu-report`` writes keep
@@ -20,16 +20,15 @@ SPLIT_FROM = 3  # clauses: a note of fewer stays on one line
 
 def needs_note(row: ComparisonRow) -> bool:
     """Whether a row's note must be read beside the table: every verdict but ``unchanged``
-    (why slower, what an inconclusive row could have seen), and an ``unchanged`` row whose
-    figures are not the mean (the tail statistic) — the table alone reads those wrong."""
+    (why slower, what an inconclusive row could have seen), and an ``unchanged`` row judged on
+    the tail, whose figures are another statistic than the other rows'."""
     return row.verdict != "unchanged" or row.statistic == TAIL
 
 
 def terminal_notes(rows: Sequence[ComparisonRow], every: bool) -> list[str]:
-    """The lines of the notes: each note's rows, then its clauses, a line each (where it has
-    ``SPLIT_FROM`` or more); without
-    ``every``, the notes of the rows that need one (``needs_note``) and a line that counts the
-    rest and says where they are."""
+    """The lines of the notes: each note's rows, then its clauses a line each (where it has
+    ``SPLIT_FROM`` or more). Without ``every``, only the notes of the rows that need one
+    (``needs_note``), and a line that counts the rest and says how to see them."""
     shown = [row for row in rows if every or needs_note(row)]
     lines: list[str] = []
     for who, text in noted(shown):
