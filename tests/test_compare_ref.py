@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -78,6 +79,30 @@ def commit_a_fifth_slower(pytester, source):
 
 def worktrees(pytester):
     return git(pytester.path, "worktree", "list").splitlines()
+
+
+def remeasured(result: pytest.RunResult) -> list[str]:
+    """The terminal's lines on what new pairs measured again, each whole as the report files keep
+    it: a long one prints its later clauses indented under its first, the seconds on the first."""
+    whole: list[str] = []
+    joining = False
+    for line in result.outlines:
+        if line.startswith(("re-measured ", "measured ")):
+            whole.append(line)
+            joining = True
+        elif joining and line.startswith("    "):
+            found = re.fullmatch(r"(.*?)( \[\d+ s\])?", whole[-1])
+            assert found is not None
+            whole[-1] = f"{found[1]}; {line.strip()}{found[2] or ''}"
+        else:
+            joining = False
+    return whole
+
+
+def says(result: pytest.RunResult, pattern: str) -> None:
+    """Whether a line on new pairs, whole (``remeasured``), matches ``pattern`` (fnmatch)."""
+    lines = remeasured(result)
+    assert any(fnmatch.fnmatch(line, pattern) for line in lines), (pattern, lines)
 
 
 def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
@@ -234,12 +259,15 @@ def test_a_regression_the_new_pair_of_processes_does_not_see_is_withdrawn(repo):
             # load the new pair's interval can be too wide to disagree; a pair with more rounds
             # then measures it (a CI run: "again +0.2% [-20.3%, +25.9%] (roles swapped), once
             # more with 3x the rounds -0.0%"): withdrawn either way.
-            "re-measured 1 regression(s) in a new pair of processes; 1 *"
-            "(regressions: 0 confirmed, 1 withdrawn) [[]* s]",
             "regression gate (25%): INCONCLUSIVE (no regression shown), 1 checked; 1 inconclusive*",
             "*test_ped: not confirmed by * of processes*: first +*, again *",
         ],
         consecutive=False,
+    )
+    says(
+        result,
+        "re-measured 1 regression(s) in a new pair of processes (regressions: 0 confirmed, 1 "
+        "withdrawn); 1 *[[]* s]",
     )
     assert len(worktrees(repo)) == 1
 
@@ -283,13 +311,12 @@ def test_an_improvement_stands_only_where_a_new_pair_of_processes_agrees(repo, a
     else:
         stood = "1 confirmed, 0 withdrawn" if verdict == "faster" else "0 confirmed, 1 withdrawn"
         # The line ends on what the new pairs cost the session, in seconds.
-        result.stdout.fnmatch_lines(
-            [
-                # (two more pairs where three leave a slowdown of the threshold open, as for a
-                # regression)
-                "re-measured 1 improvement(s) in a new pair of processes; 1 measured by a third "
-                f"pair*(improvements: {stood}) [[]* s]"
-            ]
+        # (two more pairs where three leave a slowdown of the threshold open, as for a
+        # regression)
+        says(
+            result,
+            f"re-measured 1 improvement(s) in a new pair of processes (improvements: {stood}); "
+            "1 measured by a third pair*[[]* s]",
         )
         assert row["note"].startswith(spread), row["note"]
         assert "first -3" in row["note"]
@@ -358,13 +385,17 @@ def test_pairs_that_disagree_are_measured_by_more_pairs_and_judged_on_their_spre
     # then leave it open, leaning slower, and two more confirm it: seven head processes.
     pairs = len(counter.read_text())
     assert pairs in range(5, MOST + 1, 2)
-    more = f"; 1 that five left open, leaning slower, measured by up to {MOST - 5} more"
-    more = "" if pairs == 5 else more
+    more = [f"    1 that five left open, leaning slower, measured by up to {MOST - 5} more"]
+    more = [] if pairs == 5 else more
+    # Trial 69 read this as one line, its outcome at the end: the outcome comes first, with the
+    # seconds, and each further step a line under it.
     result.stdout.fnmatch_lines(
         [
-            "re-measured 1 regression(s) in a new pair of processes; 1 measured by a third "
-            f"pair; 1 that three pairs left open measured by 2 more{more} "
-            "(regressions: 1 confirmed, 0 withdrawn) [[]* s]",
+            "re-measured 1 regression(s) in a new pair of processes (regressions: 1 confirmed, 0 "
+            "withdrawn) [[]* s]",
+            "    1 measured by a third pair",
+            "    1 that three pairs left open measured by 2 more",
+            *more,
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6",
         ],
         consecutive=False,
@@ -417,12 +448,10 @@ def test_a_row_whose_two_pairs_lie_apart_is_measured_by_a_third_and_judged_on_th
     commit(repo, "head", test_bench=COARSE_THEN_APART.format(counter=counter, head=True, shift=0))
     args = ("--compare-ref=HEAD~1", "--fail-on-regression=20", "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
-    result.stdout.fnmatch_lines(
-        [
-            "measured 1 inconclusive benchmark(s) again with up to [234]x the rounds in a new "
-            "pair of processes; 1 whose two pairs lay apart measured by a third pair*[[]* s]",
-        ],
-        consecutive=False,
+    says(
+        result,
+        "measured 1 inconclusive benchmark(s) again with up to [234]x the rounds in a new pair of "
+        "processes; 1 whose two pairs lay apart measured by a third pair*[[]* s]",
     )
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     # Two pairs' spread alone, on one degree of freedom, would put this row at about -6 % [-75,
@@ -482,13 +511,11 @@ def test_a_slowdown_the_coarse_first_pair_was_sure_of_is_not_settled_by_one_more
     first = re.search(r"first \+([\d.]+)% \[([+-][\d.]+)%, \+([\d.]+)%\]", row["note"])
     assert first, row
     assert float(first[2]) > 0 and float(first[3]) >= 40, row
-    result.stdout.fnmatch_lines(
-        [
-            "measured 1 inconclusive benchmark(s) again with up to [234]x the rounds in a new "
-            "pair of processes; 1 whose first pair's slowdown the new pair did not settle "
-            "measured by a third pair*[[]* s]",
-        ],
-        consecutive=False,
+    says(
+        result,
+        "measured 1 inconclusive benchmark(s) again with up to [234]x the rounds in a new pair of "
+        "processes; 1 whose first pair's slowdown the new pair did not settle measured by a third "
+        "pair*[[]* s]",
     )
     pairs = int(row["noise_source"].split()[0])
     assert pairs >= 3 and row["noise_source"].startswith(f"{pairs} pairs of processes in this job")
@@ -521,10 +548,12 @@ def test_five_pairs_that_leave_a_regression_open_leaning_slower_are_joined_by_mo
     # Five pairs' spread (+7 % [-5, +19]) neither shows the slowdown nor rules out the threshold:
     # before, that was the end of it, `inconclusive`. Two more pairs at +7 % leave it at about
     # [-0, +14]; two more again confirm it.
-    result.stdout.fnmatch_lines(
-        ["re-measured 1 regression(s) *; 1 that five left open, leaning slower, measured by up to "
-         f"{MOST - 5} more (regressions: 1 confirmed, 0 withdrawn) [[]* s]"]
-    )  # fmt: skip
+    says(
+        result,
+        "re-measured 1 regression(s) in a new pair of processes (regressions: 1 confirmed, 0 "
+        f"withdrawn); *; 1 that five left open, leaning slower, measured by up to {MOST - 5} more "
+        "[[]* s]",
+    )
     pairs = len(counter.read_text())  # head processes: one per pair
     assert pairs in range(7, MOST + 1, 2)
     assert result.ret == REGRESSION_EXIT_CODE
@@ -598,12 +627,13 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
         )
         assert first and float(first[2]) - float(first[1]) > 8, found["test_far"]
         return
-    result.stdout.fnmatch_lines(
-        ["re-measured 1 regression(s) in a new pair of processes*(regressions: 0 confirmed, "
-         "1 withdrawn); in the rows measured again, the first pair's two processes were *% "
-         "apart: the 2 row(s) that pair alone called unchanged were measured by a new pair of "
-         "their own: * stayed unchanged, * became inconclusive [[]* s]"]
-    )  # fmt: skip
+    says(
+        result,
+        "re-measured 1 regression(s) in a new pair of processes (regressions: 0 confirmed, 1 "
+        "withdrawn)*; in the rows measured again, the first pair's two processes were *% apart: "
+        "the 2 row(s) that pair alone called unchanged were measured by a new pair of their own: "
+        "* stayed unchanged, * became inconclusive [[]* s]",
+    )
     steady, hidden = found["test_steady"], found["test_hidden"]
     # Its own pair holds test_steady unchanged; under a burst of load that pair can be
     # inconclusive too (a CI run: "0 stayed unchanged, 2 became inconclusive"), and then the gate
@@ -676,9 +706,7 @@ def test_a_slowdown_one_pair_measured_under_the_threshold_is_decided_by_more_pai
         assert re.search(r"the session's first pair read \+[5-9]\.", row["note"]), row
         assert row["verdict"] != "slower" or code
         return
-    result.stdout.fnmatch_lines(
-        ["re-measured 1 * in a new pair of processes; 1 measured by a third pair*"]
-    )
+    says(result, "re-measured 1 * in a new pair of processes (*); 1 measured by a third pair*")
     # Unchanged code: five pairs' spread rules the threshold out, around none of it.
     assert row["verdict"] == ("slower" if code else "unchanged")
     assert "pairs of processes in this job, paired rounds" in row["noise_source"]
@@ -752,13 +780,12 @@ def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
     # as where the new pair agrees, the spread between the pairs decides (three, or five where
     # the noisy pair's own error leaves three open), not two pairs that may share an offset.
     result.stdout.fnmatch_lines(
-        [
-            "re-measured 1 regression(s) in a new pair of processes; 1 that it could not tell "
-            "measured once more with up to 4x the rounds* (regressions: 1 confirmed, 0 withdrawn) "
-            "[[]* s]",
-            "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6",
-        ],
-        consecutive=False,
+        ["regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6"]
+    )
+    says(
+        result,
+        "re-measured 1 regression(s) in a new pair of processes (regressions: 1 confirmed, 0 "
+        "withdrawn); 1 that it could not tell measured once more with up to 4x the rounds*[[]* s]",
     )
     assert result.ret == REGRESSION_EXIT_CODE
     [row] = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
@@ -770,9 +797,8 @@ def test_a_new_pair_too_noisy_to_tell_is_followed_by_one_with_more_rounds(repo):
     # regression open, so more pairs with the same rounds measure it and their spread decides
     # (before, that new pair alone withdrew it).
     result = repo.runpytest_subprocess(*FAST, *args, "--tpu-compare-ref-rounds=1")
-    result.stdout.fnmatch_lines(
-        ["re-measured 1 regression(s) in a new pair of processes; 1 measured by a third pair*"]
-    )
+    third = "1 measured by a third pair"
+    says(result, f"re-measured 1 regression(s) in a new pair of processes (*); {third}*")
     assert "once more" not in result.stdout.str()
     [row] = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert "pairs of processes in this job, paired rounds" in row["noise_source"]
@@ -808,12 +834,15 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
     # and yet another pair (with as many rounds) confirms it. The steady benchmark is measured
     # again only where a burst of load leaves its 20 rounds unsure (session 46's CI: +0.1 %
     # [-6.9, +7.6], then 2x the rounds), and never fails.
+    # ... and says what its own new pairs confirmed (trial 32: not a word of them).
+    says(
+        result,
+        "measured [12] inconclusive benchmark(s) again with up to 4x the rounds in a new pair of "
+        "processes; 1 of them regression(s), confirmed there by further new pairs of processes*"
+        "[[]* s]",
+    )
     result.stdout.fnmatch_lines(
         [
-            # ... and says what its own new pairs confirmed (trial 32: not a word of them).
-            "measured [12] inconclusive benchmark(s) again with up to 4x the rounds in a new "
-            "pair of processes; 1 of them regression(s), confirmed there by further new pairs "
-            "of processes [[]* s]",
             "REGRESSION test_bench.py::test_noisy: time +*",
             "regression gate (10%): FAILED, 1 benchmark(s) regressed and confirmed*; exit code 6",
         ],
@@ -2376,11 +2405,10 @@ def test_an_offset_that_comes_with_the_role_is_not_confirmed_by_pairs_with_roles
     args = ("--compare-ref=HEAD", *gate, "--tpu-report=out.json")
     result = repo.runpytest_subprocess(*FAST, *args)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(
-        [
-            "re-measured 1 regression(s) in a new pair of processes*"
-            "(regressions: 0 confirmed, 1 withdrawn) [[]* s]"
-        ]
+    says(
+        result,
+        "re-measured 1 regression(s) in a new pair of processes (regressions: 0 confirmed, 1 "
+        "withdrawn)*[[]* s]",
     )
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["verdict"] != "slower" and not row["regression"]

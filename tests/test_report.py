@@ -11,6 +11,7 @@ import pytest
 from pytest_tpu import report, units
 from pytest_tpu.gate.stats import TAIL
 from pytest_tpu.report import ComparisonRow
+from pytest_tpu.report.notes import progress_lines
 from pytest_tpu.results import BenchResult
 from pytest_tpu.roundtimes import RoundTime
 
@@ -391,6 +392,25 @@ def test_a_terminal_prints_a_note_a_clause_a_line_and_only_where_the_table_needs
     assert report.terminal_notes([base], every=False) == [f"test_b on cpu: {base.note}"]
     # Whole and on one line in the files, whatever the terminal prints.
     assert report.comparison_notes([open_row])[0] == f"test_g on cpu: {why}"
+
+
+def test_a_long_line_on_new_pairs_prints_its_outcome_first_and_the_rest_a_clause_a_line():
+    # Trial 69 read this as one line, its outcome at the end.
+    line = (
+        "re-measured 1 regression(s) in a new pair of processes (regressions: 1 confirmed, 0 "
+        "withdrawn); 1 measured by a third pair; 1 that three pairs left open measured by 2 more "
+        "[32 s]"
+    )
+    assert progress_lines(line) == [
+        "re-measured 1 regression(s) in a new pair of processes (regressions: 1 confirmed, 0 "
+        "withdrawn) [32 s]",
+        "    1 measured by a third pair",
+        "    1 that three pairs left open measured by 2 more",
+    ]
+    # Two clauses read as one sentence; a line without seconds keeps what it has.
+    short = "re-measured 1 regression(s) in a new pair of processes (x; y); 1 more [5 s]"
+    assert progress_lines(short) == [short]
+    assert progress_lines("a; b; c (d; e)") == ["a", "    b", "    c (d; e)"]
 
 
 def test_an_unchanged_row_of_the_tail_statistic_keeps_its_note_at_any_verbosity():

@@ -1,5 +1,6 @@
 """The notes under a comparison table as a terminal prints them: a long note one clause a line,
-and at the default verbosity only the notes of the rows a reader must read beside the table.
+and at the default verbosity only the notes of the rows a reader must read beside the table; and
+the long lines on what new pairs of processes measured again, likewise (``progress_lines``).
 
 Trial 69 read notes of 600-900 characters on one line each, one for every row, most of them
 ``unchanged`` rows saying how they were measured. The files ``--tpu-report`` writes keep
@@ -8,6 +9,7 @@ every note whole (``report.documents``); ``-v`` prints every row's here too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pytest_tpu.gate.stats import TAIL
@@ -16,6 +18,7 @@ from pytest_tpu.report.model import ComparisonRow
 
 INDENT = "    "
 SPLIT_FROM = 3  # clauses: a note of fewer stays on one line
+_SECONDS = re.compile(r"^(?P<body>.*?)(?P<took> \[\d+ s\])$")
 
 
 def needs_note(row: ComparisonRow) -> bool:
@@ -57,3 +60,17 @@ def clauses(text: str) -> list[str]:
             parts.append(text[start:i])
             start = i + 2
     return [*parts, text[start:]]
+
+
+def progress_lines(line: str) -> list[str]:
+    """A line on what new pairs of processes measured again, as the terminal prints it: where it
+    has ``SPLIT_FROM`` clauses or more, its first (what ran, and how it came out) with the
+    seconds it took, then the others a line each (trial 69 read "re-measured 1 slowdown(s) ...;
+    1 measured by a third pair; 1 that three pairs left open measured by 2 more (0 of 1 ...
+    reach it) [32 s]" as one line, its outcome last)."""
+    found = _SECONDS.match(line)
+    body, took = (found["body"], found["took"]) if found else (line, "")
+    parts = clauses(body)
+    if len(parts) < SPLIT_FROM:
+        return [line]
+    return [parts[0] + took, *(INDENT + part for part in parts[1:])]

@@ -193,7 +193,9 @@ def remeasure(
         judged, by_id, pairs_of, thresholds, set(asked.measured), at
     )
     outcome = _outcome(judged, asked.failing, asked.improving, asked.under)
-    return judged, asked.line() + note + outcome + offset_note
+    # The outcome follows the first clause: the terminal prints a long line's later clauses
+    # under it (``report.notes.progress_lines``), and a reader looks for the outcome first.
+    return judged, asked.line() + outcome + note + offset_note
 
 
 def _to_third(

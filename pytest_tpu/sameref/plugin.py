@@ -40,6 +40,7 @@ from pytest_tpu.options import (
     measuring_off,
     under_xdist,
 )
+from pytest_tpu.report.notes import progress_lines
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import (
     collector,
@@ -87,6 +88,7 @@ class HeadPlugin:
         self.leftovers: list[Path] = []  # their temporary folders no repository lists
         self.lines: list[str] = []
         self.tabled: set[str] = set()  # lines the reports carry already: counts, gate lines
+        self.remeasured: set[str] = set()  # lines on new pairs: the terminal splits long ones
         self.log = Path()
         self._old_sigterm: Any = None
         self.whole_runs = False
@@ -483,6 +485,7 @@ class HeadPlugin:
             )
             lines.append(_took(line, started))
         self.lines += [line for line in lines if line]
+        self.remeasured.update(lines)
         return rows
 
     def _crash(self) -> str:
@@ -532,7 +535,8 @@ class HeadPlugin:
         if self.lines:
             terminalreporter.write_sep("-", f"pytest-tpu: compared with {self.ref} (same job)")
             for line in self.lines:
-                terminalreporter.write_line(line)
+                for part in progress_lines(line) if line in self.remeasured else [line]:
+                    terminalreporter.write_line(part)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Whatever happened: the base session ends and the worktree goes."""

@@ -200,15 +200,19 @@ def resolved_together(
 def open_together(
     first: Row, resolved: Row, again: Mapping[str, Any], threshold: float, lead: str
 ) -> Row:
-    """``resolved`` shown with both pairs' pooled change where they agree and still leave the
-    threshold open: for a new pair with the same rounds as the first, which measured the row no
-    better than the first did, so that its reading alone would show the worse of two equals
-    (new-user trial 69's `pedantic` predict: +1.2 % [-1.4, +3.8] in its first pair, "detects
-    11.6 %" in its second)."""
+    """``resolved`` shown with both pairs' pooled change where they agree, still leave the
+    threshold open, and together resolve finer than the new pair alone. A new pair can measure a
+    row no better than the first did, with the same rounds or with more in a noisier minute, and
+    its reading alone would then show the worse of two (new-user trial 69's `pedantic` predict:
+    +1.2 % [-1.4, +3.8] in its first pair, "detects 11.6 %" in its second with the same rounds;
+    session 71's unchanged Keras CNN `benchmark(fn)`: -0.3 % [-3.9, +3.5] in its first pair,
+    -1.6 % [-9.2, +6.7] with 2x the rounds, "detects 14.4 %")."""
     agreeing = _agreeing(first, resolved, again)
     if agreeing is None or APART in resolved.reason or SURE_FIRST in resolved.reason:
         return resolved
     both, _ = agreeing
+    if resolved.detectable is not None and not both.detectable < resolved.detectable:
+        return resolved  # the new pair alone resolves it finer: its own reading stands
     why = (
         f"{lead}; that pair read {interval_text(again)}; both pairs together "
         f"{pct(both.estimate)} [{pct(both.low)}, {pct(both.high)}]: they agree, and together "

@@ -289,6 +289,6 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold:
     together = pooled.resolved_together(row, replaced, again, threshold, lead)
     apart = pooled.apart_together(row, together, again, lead)
     judged = pooled.sure_first(row, apart, again, threshold, lead)
-    if factor == 1 and judged.verdict == "inconclusive" and not judged.regression:
+    if judged.verdict == "inconclusive" and not judged.regression:
         return pooled.open_together(row, judged, again, threshold, lead)
     return judged
