@@ -87,6 +87,20 @@ def test_pairs_that_leave_the_threshold_open_stay_inconclusive_shown_together():
     )
 
 
+def test_pairs_together_under_the_threshold_but_too_coarse_say_so():
+    # Session 71, an unchanged Keras CNN: +7.2 % [-3.5, +19.1] in 6 rounds, -2.8 % [-6.9, +1.5]
+    # with 4x them; together -1.2 % [-4.8, +2.6], detecting 6.4 %. "Still leave a slowdown of
+    # the threshold open" read beside "its 95% interval rules a slowdown of the threshold out".
+    measured = {**again(-2.8, -6.9, 1.5, 20), "detectable_pct": 8.0}
+    row = _resolved(first(7.2, -3.5, 19.1, rounds=6), measured, 4, 0.05)
+    assert row.verdict == "inconclusive"
+    assert row.detectable == pytest.approx(0.064, abs=0.001)
+    assert row.reason.endswith(
+        "both pairs together -1.2% [-4.8%, +2.6%]: they agree, and their interval stays under the "
+        "threshold (5.0%), but together they could not have caught it reliably"
+    )
+
+
 def test_a_new_pair_finer_than_both_together_keeps_its_own_reading():
     # r68, unchanged code: +3.1 % [-8.9, +16.7] in 10 rounds, +3.8 % [-2.6, +10.6] in 40; the
     # first pair's few rounds make the pooled interval no finer than the new pair's own.
