@@ -143,9 +143,26 @@ def sure_first(
 def unchanged_together(found: Change, shrink: float, threshold: float) -> bool:
     """Whether two agreeing pairs' pooled change rules a slowdown of ``threshold`` out, with
     room for the offset of their mean (``shrink`` times one pair's)."""
+    return not short_of_unchanged(found, shrink, threshold)
+
+
+def short_of_unchanged(found: Change, shrink: float, threshold: float) -> str:
+    """What keeps two agreeing pairs' pooled change from ``unchanged``, in words; "" where
+    nothing does. "Still leave a slowdown of the threshold open" beside an interval under it read
+    as a contradiction of the note's "its 95% interval rules a slowdown of the threshold out"
+    (session 71: an unchanged Keras CNN, both pairs together -1.2 % [-4.8, +2.5], detects 6.4 %)."""
+    if not found.high < threshold:
+        return f"together still leave a slowdown of the threshold ({threshold:.1%}) open"
+    under = f"their interval stays under the threshold ({threshold:.1%})"
+    if not found.detectable <= threshold:
+        return f"{under}, but together they could not have caught it reliably"
+    if not found.low > -threshold:
+        return f"{under}, but reaches a speed-up of it"
     room = found.high < threshold * (1 - ONE_PAIR_OFFSET * shrink)
     small = found.estimate < threshold * (1 - (1 - ONE_PAIR_HIDES) * shrink)
-    return room and small and found.low > -threshold and found.detectable <= threshold
+    if not (room and small):
+        return f"{under}, without the room an offset between their processes needs"
+    return ""
 
 
 def _agreeing(first: Row, resolved: Row, again: Mapping[str, Any]) -> tuple[Change, float] | None:
@@ -200,8 +217,9 @@ def resolved_together(
 def open_together(
     first: Row, resolved: Row, again: Mapping[str, Any], threshold: float, lead: str
 ) -> Row:
-    """``resolved`` shown with both pairs' pooled change where they agree, still leave the
-    threshold open, and together resolve finer than the new pair alone. A new pair can measure a
+    """``resolved`` shown with both pairs' pooled change where they agree, are not
+    ``unchanged`` together (``short_of_unchanged`` says why), and together resolve finer than
+    the new pair alone. A new pair can measure a
     row no better than the first did, with the same rounds or with more in a noisier minute, and
     its reading alone would then show the worse of two (new-user trial 69's `pedantic` predict:
     +1.2 % [-1.4, +3.8] in its first pair, "detects 11.6 %" in its second with the same rounds;
@@ -210,27 +228,12 @@ def open_together(
     agreeing = _agreeing(first, resolved, again)
     if agreeing is None or APART in resolved.reason or SURE_FIRST in resolved.reason:
         return resolved
-    both, _ = agreeing
+    both, shrink = agreeing
     if resolved.detectable is not None and not both.detectable < resolved.detectable:
         return resolved  # the new pair alone resolves it finer: its own reading stands
     why = (
         f"{lead}; that pair read {interval_text(again)}; both pairs together "
         f"{pct(both.estimate)} [{pct(both.low)}, {pct(both.high)}]: they agree, and "
-        f"{_short_of_unchanged(both, threshold)}"
+        f"{short_of_unchanged(both, shrink, threshold)}"
     )
     return replace(measured_across(resolved, both), verdict="inconclusive", reason=why)
-
-
-def _short_of_unchanged(both: Change, threshold: float) -> str:
-    """What keeps two agreeing pairs' pooled change from ``unchanged`` (``unchanged_together``),
-    in words. "Still leave a slowdown of the threshold open" beside an interval under it read as
-    a contradiction of the note's "its 95% interval rules a slowdown of the threshold out"
-    (session 71: an unchanged Keras CNN, both pairs together -1.2 % [-4.8, +2.5], detects 6.4 %)."""
-    if not both.high < threshold:
-        return f"together still leave a slowdown of the threshold ({threshold:.1%}) open"
-    under = f"their interval stays under the threshold ({threshold:.1%})"
-    if not both.detectable <= threshold:
-        return f"{under}, but together they could not have caught it reliably"
-    if not both.low > -threshold:
-        return f"{under}, but reaches a speed-up of it"
-    return f"{under}, without the room an offset between their processes needs"
