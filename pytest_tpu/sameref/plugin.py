@@ -484,8 +484,9 @@ class HeadPlugin:
                 rows, self.commit, pct, root, measuring, self.own, most, swap
             )
             lines.append(_took(line, started))
-        self.lines += [line for line in lines if line]
-        self.remeasured.update(lines)
+        said = [line for line in lines if line]
+        self.lines += said
+        self.remeasured.update(said)
         return rows
 
     def _crash(self) -> str:

@@ -219,9 +219,9 @@ def open_together(
 ) -> Row:
     """``resolved`` shown with both pairs' pooled change where they agree, are not
     ``unchanged`` together (``short_of_unchanged`` says why), and together resolve finer than
-    the new pair alone. A new pair can measure a
-    row no better than the first did, with the same rounds or with more in a noisier minute, and
-    its reading alone would then show the worse of two (new-user trial 69's `pedantic` predict:
+    the new pair alone. A new pair can measure a row no better than the first did, with the same
+    rounds or with more in a noisier minute, and its reading alone would then show the worse of
+    two (new-user trial 69's `pedantic` predict:
     +1.2 % [-1.4, +3.8] in its first pair, "detects 11.6 %" in its second with the same rounds;
     session 71's unchanged Keras CNN `benchmark(fn)`: -0.3 % [-3.9, +3.5] in its first pair,
     -1.6 % [-9.2, +6.7] with 2x the rounds, "detects 14.4 %")."""
