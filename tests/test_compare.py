@@ -554,7 +554,7 @@ def test_gate_lines_judge_each_row_by_its_own_threshold():
     [line] = gate_lines([leaning], 5.0, "main")
     assert line.endswith(
         "1 inconclusive: a 5% slowdown there is neither shown nor ruled out "
-        "(test_x by one pair of processes only)"
+        "(test_x under it in one pair of processes only)"
     )
     # An interval that reaches the threshold says so, rather than who measured it (trial 37).
     reaching = row(0.024, -0.005, 0.053, threshold=0.05, noise_source=one, detectable=0.048)

@@ -838,7 +838,7 @@ def test_a_slowdown_too_few_rounds_cannot_resolve_is_measured_again_with_more(re
     says(
         result,
         "measured [12] inconclusive benchmark(s) again with up to 4x the rounds in a new pair of "
-        "processes; 1 of them regression(s), confirmed there by further new pairs of processes*"
+        "processes; 1 of them a regression, confirmed there by further new pairs of processes*"
         "[[]* s]",
     )
     result.stdout.fnmatch_lines(

@@ -195,7 +195,7 @@ def test_a_second_pair_no_finer_than_the_first_shows_both_together_where_they_ag
     # It could hide a slowdown: the gate says so and names who measured it.
     assert gate_verdict([row]) == "inconclusive"
     [line] = gate_lines([row], 5.0, "main")
-    assert line.endswith("(test_text by two pairs of processes only)")
+    assert line.endswith("(test_text under it in two pairs of processes only)")
     # With more rounds in a noisier minute the new pair can read worse than the first too: both
     # together are shown (session 71: an unchanged Keras CNN, "detects 14.4 %" with 2x the rounds
     # where its first pair read -0.3 % [-3.9, +3.5]).

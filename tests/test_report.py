@@ -596,3 +596,25 @@ def test_a_table_timed_with_another_clock_than_the_wall_s_names_it():
     assert "timer" not in table.title
     (table,) = report.build_tables([cpu])
     assert table.title.endswith(", timer process_time")
+
+
+def test_unchanged_beside_an_interval_that_excludes_zero_says_it_is_not_no_change():
+    # New-user trial 70: a real slowdown of about 5 % read "+4.7% [+0.7, +8.9] unchanged" at a
+    # 10 % gate, and unchanged code "-4.6% [-7.9, -1.2] unchanged", both read as "no change".
+    slower = comparison("test_train", "unchanged", 4.7, 0.7, 8.9)
+    faster = comparison("test_infer", "unchanged", -4.6, -7.9, -1.2)
+    around = comparison("test_numpy", "unchanged", 0.2, -1.9, 2.3)
+    lines = report.terminal_notes([slower, around], every=False)
+    assert (
+        "unchanged: within the threshold either way, not no change (the interval of test_train "
+        "on cpu excludes zero)"
+    ) in lines
+    both = report.terminal_notes([slower, faster, around], every=True)
+    assert (
+        "unchanged: within the threshold either way, not no change (the intervals of test_infer "
+        "on cpu and test_train on cpu exclude zero)"
+    ) in both
+    # An interval around zero, or a verdict other than unchanged, needs no such line.
+    assert not [line for line in report.terminal_notes([around], every=False) if "zero" in line]
+    slow = comparison("test_s", "inconclusive", 4.7, 0.7, 8.9)
+    assert not [line for line in report.terminal_notes([slow], every=False) if "zero" in line]

@@ -230,10 +230,12 @@ def test_an_inconclusive_row_under_the_threshold_says_what_one_pair_leaves_open(
     assert open_
     for row in open_:
         assert "no slowdown of 5.0%" not in row.reason
-        # Not ruled out first, as the gate's line says (trial 32: read as a contradiction).
+        # Not ruled out first, as the gate's line says (trial 32: read as a contradiction), then
+        # why: whose rounds exclude what (trial 70 read "not ruled out; the rounds exclude the
+        # threshold" as a contradiction too).
         assert (
-            "a slowdown of its threshold (5.0%) is not ruled out; the rounds exclude the "
-            "threshold but not half of it" in row.reason
+            "a slowdown of its threshold (5.0%) is not ruled out: these two processes' rounds "
+            "exclude the threshold but not half of it (2.5%)" in row.reason
         )
     # So for one whose rounds could not have caught the threshold (trial 23, after the rule
     # above: -1.9% [-5.3, +1.6], "detects 6.0%").

@@ -252,7 +252,8 @@ def _confirmed_there(again: Mapping[str, Mapping[str, Any]], wanted: Mapping[str
     )
     if not kept:
         return ""
-    return f"; {kept} of them regression(s), confirmed there by further new pairs of processes"
+    found = "a regression" if kept == 1 else "regressions"  # trial 70: "1 of them regression(s)"
+    return f"; {kept} of them {found}, confirmed there by further new pairs of processes"
 
 
 def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold: float) -> Row:

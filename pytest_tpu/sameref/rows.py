@@ -218,7 +218,7 @@ def one_pair(row: Row, threshold: float) -> Row:
         )
         why = (
             f"{row.change:+.1%} in one pair of processes, a quarter to half its threshold "
-            f"({threshold:.1%}): a slowdown of the threshold is not ruled out; the pair's rounds "
+            f"({threshold:.1%}): a slowdown of the threshold is not ruled out: the pair's rounds "
             f"exclude it, but an offset between two processes with the same code ({OFFSETS_SEEN}) "
             f"could hide it; {then}"
         )
@@ -254,9 +254,10 @@ def one_pair(row: Row, threshold: float) -> Row:
 def _no_room(row: Row, change: float, threshold: float) -> str:
     return (
         f"{change:+.1%} [{pct(row.low)}, {pct(row.high)}] in one pair of processes: a slowdown "
-        f"of its threshold ({threshold:.1%}) is not ruled out; the rounds exclude the threshold "
-        "but not half of it, and an offset between two processes with the same code, which one "
-        f"pair cannot show ({OFFSETS_SEEN}), could hide the rest"
+        f"of its threshold ({threshold:.1%}) is not ruled out: these two processes' rounds "
+        f"exclude the threshold but not half of it ({threshold / 2:.1%}), and an offset between "
+        f"two processes with the same code, which one pair cannot show ({OFFSETS_SEEN}), could "
+        "hide the rest"
     )
 
 
