@@ -177,10 +177,13 @@ def noted(rows: Sequence[ComparisonRow]) -> list[tuple[str, str]]:
     said: dict[str, list[str]] = {}  # note -> the rows that have it, in table order
     for r in sort_comparison(rows):
         if text := note_of(r):
-            said.setdefault(text, []).append(
-                f"{display_name(r.name)}{f' on {r.kind}' if r.kind else ''}"
-            )
+            said.setdefault(text, []).append(row_label(r))
     return [(_who(names), text) for text, names in said.items()]
+
+
+def row_label(row: ComparisonRow) -> str:
+    """A row as the notes name it: its benchmark's name, and its device where it has one."""
+    return f"{display_name(row.name)}{f' on {row.kind}' if row.kind else ''}"
 
 
 def note_of(row: ComparisonRow) -> str:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 
 from pytest_tpu.gate.stats import TAIL
-from pytest_tpu.report.comparison import noted, sort_comparison
-from pytest_tpu.report.model import ComparisonRow, display_name
+from pytest_tpu.report.comparison import noted, row_label, sort_comparison
+from pytest_tpu.report.model import ComparisonRow
 
 INDENT = "    "
 SPLIT_FROM = 3  # clauses: a note of fewer stays on one line
@@ -55,7 +55,7 @@ def unchanged_is_not_none(rows: Sequence[ComparisonRow]) -> str:
     interval is named, not a change: one pair of processes' interval can exclude zero on an
     offset between its processes alone (the same trial's unchanged code: -4.6 % [-7.9, -1.2])."""
     names = [
-        f"{display_name(row.name)}{f' on {row.kind}' if row.kind else ''}"
+        row_label(row)
         for row in sort_comparison(rows)
         if row.verdict == "unchanged"
         and row.ci_low is not None
