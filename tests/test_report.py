@@ -618,3 +618,10 @@ def test_unchanged_beside_an_interval_that_excludes_zero_says_it_is_not_no_chang
     assert not [line for line in report.terminal_notes([around], every=False) if "zero" in line]
     slow = comparison("test_s", "inconclusive", 4.7, 0.7, 8.9)
     assert not [line for line in report.terminal_notes([slow], every=False) if "zero" in line]
+    # The Markdown report (a pull-request comment, $GITHUB_STEP_SUMMARY) says it too.
+    markdown = report.to_markdown([], [slower, around], "HEAD~1 (same job)")
+    assert (
+        "- unchanged: within the threshold either way, not no change (the interval of "
+        "test_train on cpu excludes zero)"
+    ) in markdown.splitlines()
+    assert "not no change" not in report.to_markdown([], [around], "HEAD~1 (same job)")

@@ -25,6 +25,7 @@ from pytest_tpu.report.model import (
     WorkloadTable,
     interval_legend,
 )
+from pytest_tpu.report.notes import unchanged_is_not_none
 from pytest_tpu.report.tables import cross_table, missing_line, speedup_table, table_notes
 from pytest_tpu.roundtimes import RoundTime
 
@@ -103,6 +104,10 @@ def _markdown_comparison(
     if rows:
         out += [comparison_table(rows, "github"), ""]
         out += [f"- {note}" for note in comparison_notes(rows)]
+        # The line the terminal prints under its notes (trial 70 read "+4.7% [+0.7, +8.9]
+        # unchanged" as no change); a pull-request comment is read the same way.
+        meaning = unchanged_is_not_none(rows)
+        out += [f"- {meaning}"] if meaning else []
     return out
 
 
