@@ -1413,7 +1413,9 @@ def test_benchmark_disable_runs_no_base_and_says_nothing_was_checked(repo):
 
 @UNTIMED
 def test_a_dirty_tree_is_measured_as_it_is_and_the_header_says_so(repo):
-    (repo.path / "test_bench.py").write_text(BENCH.format(n=3100))
+    # An edit that changes no timing: a slower one sent its rows to new pairs of processes (28 s
+    # of make unit's parallel step) for a test of the header alone.
+    (repo.path / "test_bench.py").write_text(BENCH.format(n=3000) + "# edited\n")
     result = repo.runpytest_subprocess(*FAST, "--compare-ref=HEAD")
     result.stdout.fnmatch_lines(["*vs this tree with uncommitted changes, measured as it is*"])
 
