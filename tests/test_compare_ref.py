@@ -157,6 +157,9 @@ def test_a_slower_commit_fails_with_exit_6(repo):
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(
         [
+            # Said as it starts, on the terminal: the session goes on after its last test (trial
+            # 70 waited up to 146 s in silence there).
+            "compare-ref: a new pair of processes measures 2 benchmark(s) again*",
             "re-measured 2 regression(s) in a new pair of processes*",
             # One new pair, or two where the first two disagreed beyond their rounds' noise.
             "REGRESSION test_bench.py::test_ped: time +*% vs 'HEAD~1' (*; confirmed by *new "
@@ -184,6 +187,8 @@ def test_a_slower_commit_fails_with_exit_6(repo):
         in ped["note"]
     )
     assert len(worktrees(repo)) == 1
+    # Not in the report: a line of the terminal's, while it waits.
+    assert not [note for note in comparison["notes"] if "a new pair of processes measures" in note]
 
 
 def test_a_row_of_one_pair_of_processes_claims_no_confidence_in_the_report(repo):

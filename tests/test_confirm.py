@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -13,9 +15,10 @@ from pytest_tpu.gate.stats import ONE_PAIR, TWO_PAIRS
 from pytest_tpu.sameref.confirm import _after_new_pair, _Asked, _judged
 from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.judge import by_new_pair, by_pairs, once_more, to_more_pairs
+from pytest_tpu.sameref.nested import ROUNDS_ENV, starting
 from pytest_tpu.sameref.offsets import OWN_PAIR_READ
 from pytest_tpu.sameref.resolve import _measured_line, _resolved, factor_for
-from pytest_tpu.sameref.swap import inverted
+from pytest_tpu.sameref.swap import Swap, inverted
 
 FIRST = Row(
     nodeid="test_a.py::test_cnn",
@@ -537,3 +540,15 @@ def test_a_regression_waiting_for_a_third_pair_that_cannot_run_stands(tmp_path):
     asked = _Asked(failing=[FIRST.nodeid], improving=[], under=[])
     [row] = _judged([FIRST], thresholds, asked, off, {}, [], found)
     assert row.regression is True and row.change == FIRST.change
+
+
+def test_the_line_said_as_a_new_pair_starts_names_its_rounds_and_roles():
+    # Trial 70 waited up to 146 s after the last test with nothing on the terminal.
+    rounds = {ROUNDS_ENV: json.dumps({"t.py::a": 4, "t.py::b": 2, "t.py::other": 8})}
+    assert starting(["t.py::a", "t.py::b"], rounds, None) == (
+        "a new pair of processes measures 2 benchmark(s) again, up to 4x the rounds"
+    )
+    swap = Swap(Path("/tmp/base"), Path("/tmp/head"))
+    assert starting(["t.py::a"], {}, swap) == (
+        "a new pair of processes measures 1 benchmark(s) again, the roles swapped"
+    )

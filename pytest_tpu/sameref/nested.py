@@ -13,7 +13,7 @@ import math
 import os
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,10 @@ _INVOKED: list[Path] = []
 _INI: list[Path] = []  # the ini file named with -c, which the nested sessions name too
 _ROOTDIR: list[Path] = []  # the root folder named with --rootdir, likewise
 _GIVEN: list[str] = []  # this session's test arguments as typed ([] where it found them itself)
+# Where a line goes as each new pair starts: the head's terminal (``announce_with``). After the
+# last test a session measured again for 18-146 s in silence (trial 70: "the cost is hard to
+# predict"); the line says what runs now and how long the session has taken so far.
+_ANNOUNCE: list[Callable[[str], None]] = []
 
 
 def locate(
@@ -139,8 +143,13 @@ def confirming() -> bool:
 
 def factors() -> dict[str, float]:
     """The round factor of each benchmark of a session with more or fewer rounds, by node id."""
+    return _factors_in(os.environ)
+
+
+def _factors_in(env: Mapping[str, str]) -> dict[str, float]:
+    """The round factors ``env`` gives a session (``ROUNDS_ENV``), by node id."""
     try:
-        found = json.loads(os.environ.get(ROUNDS_ENV) or "{}")
+        found = json.loads(env.get(ROUNDS_ENV) or "{}")
     except ValueError:
         return {}
     if not isinstance(found, dict):
@@ -150,6 +159,21 @@ def factors() -> dict[str, float]:
         for k, v in found.items()
         if isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf and v != 1
     }
+
+
+def announce_with(write: Callable[[str], None] | None) -> None:
+    """Write a line through ``write`` as each new pair starts (None: no more lines)."""
+    _ANNOUNCE[:] = [write] if write is not None else []
+
+
+def starting(nodeids: Sequence[str], env: Mapping[str, str], swap: Swap | None) -> str:
+    """The line said as a new pair of processes starts: how many benchmarks, with how many
+    rounds, which roles."""
+    factors = [v for k, v in _factors_in(env).items() if k in set(nodeids)]
+    most = max(factors, default=1.0)
+    rounds = f", up to {most:g}x the rounds" if most > 1 else ""
+    roles = ", the roles swapped" if swap is not None else ""
+    return f"a new pair of processes measures {len(nodeids)} benchmark(s) again{rounds}{roles}"
 
 
 def command(
@@ -179,6 +203,8 @@ def nested(
     with tempfile.TemporaryDirectory(prefix="pytest-tpu-again-") as folder:
         report = Path(folder) / "again.json"
         args = command(tests, commit, pct, report, [*_ini(swap), *measuring])
+        for write in _ANNOUNCE:
+            write(starting(nodeids, env, swap))
         try:
             code, output = _run(args, cwd, {**os.environ, **env, **added, **seed.for_new_pair()})
         except (OSError, subprocess.TimeoutExpired) as exc:

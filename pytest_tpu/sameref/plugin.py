@@ -16,7 +16,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from pytest_tpu.options import (
     measuring_off,
     under_xdist,
 )
+from pytest_tpu.progress import format_seconds
 from pytest_tpu.report.notes import progress_lines
 from pytest_tpu.results import REPORT_ATTR, results_key
 from pytest_tpu.sameref import (
@@ -58,7 +59,7 @@ from pytest_tpu.sameref.args import child_args
 from pytest_tpu.sameref.pinning import CORE_ENV, Pin, core_from_env, shared_core
 from pytest_tpu.sameref.rows import base_crashed, build_rows, not_run, one_pair_note, unchecked
 from pytest_tpu.sameref.runner import wrap_runner
-from pytest_tpu.sameref.swap import swap_for
+from pytest_tpu.sameref.swap import Swap, swap_for
 from pytest_tpu.sameref.turns import Follower, Leader, open_listener
 
 UNMEASURED = {  # options under which no benchmark is measured, so no base is run
@@ -477,6 +478,24 @@ class HeadPlugin:
         most = self.settings.compare_ref_rounds
         swap = None if self.tree is None else swap_for(self.tree.path, self.root, root)
         started = time.monotonic()
+        nested.announce_with(self._announcer(started))
+        try:
+            return self._remeasured(rows, pct, root, measuring, most, swap)
+        finally:
+            nested.announce_with(None)
+
+    def _remeasured(
+        self,
+        rows: list[Row],
+        pct: float,
+        root: Path,
+        measuring: list[str],
+        most: int,
+        swap: Swap | None,
+    ) -> list[Row]:
+        """``rows`` after the new pairs of processes: regressions confirmed or withdrawn, and
+        under the gate the rows the rounds could not resolve measured again with more."""
+        started = time.monotonic()
         rows, line = confirm.remeasure(
             rows, self.commit, pct, root, measuring, self.own, most, swap
         )
@@ -493,6 +512,21 @@ class HeadPlugin:
         self.lines += said
         self.remeasured.update(said)
         return rows
+
+    def _announcer(self, started: float) -> Callable[[str], None] | None:
+        """A line on the terminal as each new pair of processes starts, with the time since the
+        last test after the first; none under ``-q``, as for a benchmark's progress
+        (``progress``)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or self.config.get_verbosity() < 0:
+            return None
+
+        def write(line: str) -> None:
+            took = time.monotonic() - started
+            since = f" ({format_seconds(took)} since the last test)" if took >= 1 else ""
+            reporter.write_line(f"compare-ref: {line}{since}")
+
+        return write
 
     def _crash(self) -> str:
         """How the base session ended, where it did not end well: its exit code or signal; ""
