@@ -119,9 +119,10 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
             "compared with HEAD (same job): *",
             # The times are the turns', not a plain run's (trial 31: read as the code's times).
             "the table's times are rounds taken in turns with the other tree's process*: "
-            "baseline the base's, current the baseline times the paired change; they compare "
-            "base with head, and can differ from a plain run's and from pytest-benchmark's "
-            "table, which shows this process's rounds as they came",
+            "baseline the base's, current the baseline times the paired change (a row measured "
+            "again: its new pairs'); they compare base with head, and can differ from a plain "
+            "run's and from pytest-benchmark's table, which shows this process's rounds as they "
+            "came",
             # What one pair's intervals cover, said once (trial 22: read as exact).
             "* row(s) measured by one pair of processes each (*): their intervals and 'detects' "
             "are that pair's rounds' own; two processes with the same code can differ by more "

@@ -6,15 +6,19 @@ of 10 rounds too coarse for a 5 % threshold, then a new pair with 2-4 times the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import gate_lines
 from pytest_tpu.gate.stats import TWO_PAIRS
+from pytest_tpu.report.comparison import comparison_notes
 from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW
 from pytest_tpu.sameref.pooled import APART, SURE_FIRST
 from pytest_tpu.sameref.resolve import _apart_by_more_pairs, _resolved
+from pytest_tpu.summary import from_gate_row
 
 ONE = "paired rounds in this job, one pair of processes"
 
@@ -99,6 +103,27 @@ def test_pairs_together_under_the_threshold_but_too_coarse_say_so():
         "both pairs together -1.2% [-4.8%, +2.6%]: they agree, and their interval stays under the "
         "threshold (5.0%), but together they could not have caught it reliably"
     )
+    # The gate names it among the rows that could hide a slowdown, and its note does not say
+    # otherwise (new-user trial 73: "its 95% interval rules a slowdown of the threshold out"
+    # beside the gate's "neither shown nor ruled out (test_pipeline detects 10.2%)").
+    said = gate_lines([replace(row, threshold=0.05)], 5.0, "main")[0]
+    assert "1 inconclusive: a 5% slowdown there is neither shown nor ruled out" in said, said
+    notes = comparison_notes([from_gate_row(replace(row, threshold=0.05))])
+    assert notes[0].endswith("detects 6.4%"), notes
+    assert "rules a slowdown" not in notes[0], notes
+
+
+def test_pairs_together_that_leave_only_a_speed_up_open_rule_a_slowdown_out():
+    # New-user trial 73: -3.1 % [-5.2, -0.9] by two pairs at 5 %, "reaches a speed-up of it",
+    # named by the gate among the rows that could hide a slowdown.
+    row = _resolved(first(-4.0, -9.0, 1.0), again(-3.8, -5.9, -1.7, 40), 4, 0.05)
+    assert row.verdict == "inconclusive"
+    assert row.noise_source == f"10 and 40 paired rounds in this job, {TWO_PAIRS}"
+    assert row.low is not None and row.low <= -0.05 and row.high is not None and row.high < 0
+    assert row.reason.endswith("but reaches a speed-up of it"), row.reason
+    said = gate_lines([replace(row, threshold=0.05)], 5.0, "main")[0]
+    assert said.startswith("regression gate (5%): passed"), said
+    assert "each ruling a slowdown of its threshold out" in said
 
 
 def test_a_new_pair_finer_than_both_together_keeps_its_own_reading():

@@ -283,3 +283,29 @@ def test_a_row_a_quarter_to_half_its_threshold_says_whether_new_pairs_measure_it
     assert (
         "only where its pair is 99 % sure of a slowdown, and this one is not" in row.reason
     ) is (not measured)
+
+
+def test_one_pair_s_improvement_reaching_a_speed_up_of_the_threshold_is_not_unchanged():
+    # New-user trial 73: "-7.2% [-11.9, -2.2] unchanged" at 10 %, beside the README's
+    # "unchanged: the interval lies within the threshold either way".
+    rows = [row_of(12, 0.03, seed, slower=-0.04) for seed in range(60)]
+    # (Rounds that could not have caught the threshold say so instead, and stay open.)
+    catching = [r for r in rows if r.detectable is not None and r.detectable <= 0.05]
+    reaching = [r for r in catching if r.change > -0.05 and r.low <= -0.05 and r.high < 0]
+    assert reaching
+    for row in reaching:
+        assert row.verdict == "inconclusive", row
+        assert "is neither shown nor ruled out" in row.reason, row.reason
+    # ... those one pair was sure of, as well as those it was not.
+    sure = [r for r in reaching if "in one pair of processes: not a slowdown" in r.reason]
+    assert sure
+    for row in sure:
+        assert f"{row.change:+.1%} [" in row.reason
+        assert "a speed-up of the threshold (5.0%) is neither shown nor ruled out" in row.reason
+    # It rules a slowdown out: the gate passes, and says so.
+    said = gate_lines([replace(sure[0], threshold=0.05)], 5.0, "main")
+    assert said[0].startswith("regression gate (5%): passed"), said
+    assert "each ruling a slowdown of its threshold out" in said[0]
+    # Within the threshold either way it stays unchanged, as before.
+    within = [r for r in catching if r.low > -0.05 and r.high < 0 and r.change <= -0.0125]
+    assert within and all(r.verdict == "unchanged" for r in within)

@@ -16,6 +16,7 @@ from pytest_tpu.gate.stats import (
     by_two_pairs,
     one_pair_cannot_catch,
     one_pair_may_hide,
+    two_pairs_hide,
 )
 from pytest_tpu.gate.verdict import ALSO
 from pytest_tpu.options import REGRESSION_EXIT_CODE
@@ -384,8 +385,8 @@ def _may_hide(row: Row) -> bool:
     offset between the two that its interval leaves out (``sameref.rows.one_pair``)."""
     if row.high is None or row.threshold is None or row.high >= row.threshold:
         return True
-    if by_two_pairs(row.noise_source):  # their mean left no room for its offset
-        return True
+    if by_two_pairs(row.noise_source):  # their mean left no room for its offset, or a speed-up
+        return two_pairs_hide(row.noise_source, row.reason)
     if row.change is None or not by_one_pair(row.noise_source):
         return False
     return one_pair_cannot_catch(row.detectable, row.threshold) or one_pair_may_hide(

@@ -244,10 +244,12 @@ class HeadPlugin:
             else ""
         )
         # Trial 70 read the comparison table beside pytest-benchmark's (7.2 ms against a mean of
-        # 9.5 ms for the same rounds) and asked which was true: say what each shows.
+        # 9.5 ms for the same rounds) and asked which was true: say what each shows. Trial 73
+        # read 61 ms beside pytest-benchmark's median of 34.8 ms: the row's new pair's rounds.
         return (
             f"the table's times are rounds taken in turns with the other tree's process{pinned}: "
-            "baseline the base's, current the baseline times the paired change; they compare "
+            "baseline the base's, current the baseline times the paired change (a row measured "
+            "again: its new pairs'); they compare "
             "base with head, and can differ from a plain run's and from pytest-benchmark's table, "
             "which shows this process's rounds as they came"
         )
