@@ -46,7 +46,7 @@ _ROOTDIR: list[Path] = []  # the root folder named with --rootdir, likewise
 _GIVEN: list[str] = []  # this session's test arguments as typed ([] where it found them itself)
 # Where a line goes as each new pair starts: the head's terminal (``announce_with``). After the
 # last test a session measured again for 18-146 s in silence (trial 70: "the cost is hard to
-# predict"); the line says what runs now and how long the session has taken so far.
+# predict"); the line says what runs now and how long ago the last test ended.
 _ANNOUNCE: list[Callable[[str], None]] = []
 
 

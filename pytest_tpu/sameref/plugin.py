@@ -249,9 +249,9 @@ class HeadPlugin:
         return (
             f"the table's times are rounds taken in turns with the other tree's process{pinned}: "
             "baseline the base's, current the baseline times the paired change (a row measured "
-            "again: its new pairs'); they compare "
-            "base with head, and can differ from a plain run's and from pytest-benchmark's table, "
-            "which shows this process's rounds as they came"
+            "again: its new pairs'); they compare base with head, and can differ from a plain "
+            "run's and from pytest-benchmark's table, which shows this process's rounds as they "
+            "came"
         )
 
     def _let_go_note(self) -> str:
