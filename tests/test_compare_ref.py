@@ -119,8 +119,8 @@ def test_same_code_is_compared_round_by_round_and_the_worktree_is_gone(repo):
             "compared with HEAD (same job): *",
             # The times are the turns', not a plain run's (trial 31: read as the code's times).
             "the table's times are rounds taken in turns with the other tree's process*: "
-            "baseline the base's, current the baseline times the paired change (a row measured "
-            "again: its new pairs'); they compare base with head, and can differ from a plain "
+            "baseline the base's, current the baseline times the paired change (a row new pairs "
+            "measured: theirs); they compare base with head, and can differ from a plain "
             "run's and from pytest-benchmark's table, which shows this process's rounds as they "
             "came",
             # What one pair's intervals cover, said once (trial 22: read as exact).

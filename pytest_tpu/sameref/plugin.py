@@ -248,8 +248,8 @@ class HeadPlugin:
         # read 61 ms beside pytest-benchmark's median of 34.8 ms: the row's new pair's rounds.
         return (
             f"the table's times are rounds taken in turns with the other tree's process{pinned}: "
-            "baseline the base's, current the baseline times the paired change (a row measured "
-            "again: its new pairs'); they compare base with head, and can differ from a plain "
+            "baseline the base's, current the baseline times the paired change (a row new pairs "
+            "measured: theirs); they compare base with head, and can differ from a plain "
             "run's and from pytest-benchmark's table, which shows this process's rounds as they "
             "came"
         )
