@@ -337,6 +337,20 @@ def test_markdown_has_a_github_table_per_workload_and_the_comparison():
     assert "taken in turns" not in report.to_markdown([], ROWS, "main", plain=plain)
 
 
+def test_markdown_explains_intervals_under_the_comparison_not_the_round_times():
+    # Trial 75: "[a, b]: 95% intervals of a change", printed under the round times' table above
+    # the comparison's heading, read as a legend of the round times' own intervals.
+    plain = [RoundTime("test_sort", "passed", 30, 1, 0.026, 0.025, 0.027)]
+    text = report.to_markdown([], ROWS, "HEAD~1", plain=plain, head="1a2b3c4d5e6f")
+    heading = text.index("## Comparison with baseline")
+    assert text.index("[a, b]: 95% intervals of a change") > heading
+    assert text.index("### Round times") < heading
+    tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7)])
+    text = report.to_markdown(tables, ROWS, "main")
+    spread = text.index("±: the rounds' spread")
+    assert spread < text.index("## Comparison with baseline") < text.index("[a, b]: 95%")
+
+
 def test_markdown_says_so_when_nothing_ran():
     assert "No benchmark ran." in report.to_markdown([])
 

@@ -13,13 +13,13 @@ from pytest_tpu.report.comparison import (
     comparison_notes,
     comparison_summary,
     comparison_table,
-    legend_for,
     one_pair_rows,
     sort_comparison,
 )
 from pytest_tpu.report.layout import tabulate_rows
 from pytest_tpu.report.model import (
     OTHER_METRICS,
+    SPREAD_LEGEND,
     Cell,
     ComparisonRow,
     WorkloadTable,
@@ -65,8 +65,9 @@ def to_markdown(
         if cross:
             out += ["", f"#### {table.workload} across configurations", "", cross]
         out.append("")
-    explained = legend_for(bool(tables), comparison)
-    out += [explained, ""] if explained else []
+    # "±" under the tables it explains, "[a, b]" under the comparison that shows it: trial 75
+    # read the intervals' legend, printed above the comparison's heading, as the round times'.
+    out += [SPREAD_LEGEND, ""] if tables else []
     if comparison is not None:
         out += _markdown_comparison(comparison, baseline, head)
         out += ["", *(f"- {note}" for note in notes)] if notes else []
@@ -103,6 +104,7 @@ def _markdown_comparison(
     out += [comparison_summary(rows), ""]
     if rows:
         out += [comparison_table(rows, "github"), ""]
+        out += [interval_legend(one_pair_rows(rows)), ""]
         out += [f"- {note}" for note in comparison_notes(rows)]
         # The line the terminal prints under its notes (trial 70 read "+4.7% [+0.7, +8.9]
         # unchanged" as no change); a pull-request comment is read the same way.
