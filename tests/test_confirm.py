@@ -173,6 +173,26 @@ def test_a_second_pair_with_the_same_rounds_says_so():
     )
 
 
+def test_a_second_pair_that_leaves_a_small_slowdown_open_speaks_of_further_pairs():
+    # New-user trial 75: "measured again ... in a new pair of processes", then "new pairs of
+    # processes measure such a row only where its pair is 99 % sure of a slowdown, and this one
+    # is not", read as a contradiction: the row it spoke of was that new pair's.
+    open_note = (
+        "+2.6% in one pair of processes, a quarter to half its threshold (10.0%): a slowdown of "
+        "the threshold is not ruled out; new pairs of processes measure such a row only where "
+        "its pair is 99 % sure of a slowdown, and this one is not"
+    )
+    first = replace(ONE, change=0.003, low=-0.043, high=0.051, threshold=0.10)
+    measured = {**again(2.6, -1.9, 7.4), "note": open_note, "detectable_pct": 7.9}
+    row = _resolved(first, measured, 1, 0.10)
+    assert row.verdict == "inconclusive"
+    assert "new pairs of processes measure such a row" not in row.reason
+    assert row.reason.endswith(
+        "a further pair measures such a row only where this new pair is 99 % sure of a "
+        "slowdown, and this one is not"
+    )
+
+
 def test_a_second_pair_no_finer_than_the_first_shows_both_together_where_they_agree():
     # New-user trial 69: a `pedantic` predict read +1.2 % [-1.4, +3.8] in its first pair and,
     # with the same rounds, far wider in its second; the row showed the second alone.

@@ -56,7 +56,13 @@ from pytest_tpu.sameref import judge, nested, pairs, pooled
 from pytest_tpu.sameref.further import Nested, Spread, confirming_env
 from pytest_tpu.sameref.offsets import OWN_PAIR_READ
 from pytest_tpu.sameref.reportrow import number
-from pytest_tpu.sameref.rows import LEAN_FEWEST_ROUNDS, factor_within, leaves_no_room
+from pytest_tpu.sameref.rows import (
+    LEAN_FEWEST_ROUNDS,
+    NOT_SURE_AGAIN,
+    NOT_SURE_ENOUGH,
+    factor_within,
+    leaves_no_room,
+)
 from pytest_tpu.sameref.swap import Swap
 
 
@@ -278,6 +284,10 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold:
     # first +9.7% ..."); said apart from the session's first pair (trials 33 and 35 read the two
     # "first" readings as one pair's).
     note = re.sub(r"(\(|: )first (?=[+-])", rf"\1the first {rounds_text(factor)} ", note)
+    # Its note speaks of one pair's row, which new pairs would measure: this row is that new pair
+    # (trial 75 read "new pairs ... measure such a row only where ..., and this one is not" under
+    # "measured again ... in a new pair of processes" as a contradiction).
+    note = note.replace(NOT_SURE_ENOUGH, NOT_SURE_AGAIN)
     lead = f"measured again {rounds_text(factor)} in a new pair of processes ({first})"
     replaced = replace(
         row,

@@ -35,6 +35,17 @@ TAIL_ENV = "PYTEST_TPU_REF_TAIL"  # node ids a nested session judges on the mean
 # pairs of processes read a 0.4 ms regex tokenizer from -7.6 % to +15.1 % in new-user trial 45.
 OFFSETS_SEEN = "a percent or two for most code measured here, up to 15 % for pure-Python code"
 
+# What a one-pair row a quarter to half its threshold says where new pairs will not measure it; a
+# row that is itself a re-measurement's new pair says it of further pairs (``resolve``).
+NOT_SURE_ENOUGH = (
+    "new pairs of processes measure such a row only where its pair is 99 % sure of a slowdown, "
+    "and this one is not"
+)
+NOT_SURE_AGAIN = (
+    "a further pair measures such a row only where this new pair is 99 % sure of a slowdown, "
+    "and this one is not"
+)
+
 
 def _measured(turns: Sequence[int], samples: Sequence[float]) -> list[tuple[int, float]]:
     """The measured rounds with their turns: they are the last runner calls of a benchmark."""
@@ -214,8 +225,7 @@ def one_pair(row: Row, threshold: float) -> Row:
         then = (
             "the pair is 99 % sure of a slowdown, so new pairs of processes measure it"
             if sure_of_slowdown(row)
-            else "new pairs of processes measure such a row only where its pair is 99 % sure of "
-            "a slowdown, and this one is not"
+            else NOT_SURE_ENOUGH
         )
         why = (
             f"{row.change:+.1%} in one pair of processes, a quarter to half its threshold "
