@@ -74,6 +74,8 @@ class Rule:
     most: int
     threshold: float
     rounds_se: float
+    modes: tuple[float, ...] = ()  # a process's speed takes one of these (log); () for normal
+    fewest: int = 3  # pairs a regression under its threshold needs before it fails (not shipped)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ def session(delta: float, sigma: float, role: float, rule: Rule, rng: random.Ran
         turned = len(logs) % 2 == 1  # the first new pair and every second one after it
         swapped.append(turned)
         offset = rng.gauss(0.0, sigma) + (-role if turned else role)
+        if rule.modes:  # trial 75: each process at one of a few speeds, head's less base's
+            offset += rng.choice(rule.modes) - rng.choice(rule.modes)
         logs.append(delta + offset + rng.gauss(0.0, rule.rounds_se))
 
     t_round = _t(0.975, MAX_BLOCKS - 1)
@@ -108,8 +112,13 @@ def session(delta: float, sigma: float, role: float, rule: Rule, rng: random.Ran
     draw()
     while True:
         found = spread(logs, swapped, rule.rounds_se)
-        if found.sure(rule.sure) and found.high() >= rule.threshold:
+        under = found.estimate < rule.threshold and len(logs) < rule.fewest
+        if found.sure(rule.sure) and found.high() >= rule.threshold and not under:
             return Outcome(True, len(logs) - 1)
+        if under and found.sure(rule.sure) and found.high() >= rule.threshold:
+            draw()
+            draw()
+            continue
         open_ = found.high() >= rule.threshold and not found.sure(rule.sure)
         leaning = len(logs) == 3 or found.estimate >= rule.threshold / 2
         if not (open_ and leaning) or len(logs) + 1 >= rule.most + 1:
@@ -159,10 +168,19 @@ def main() -> None:
     parser.add_argument("--role", type=float, default=0.0, help="the roles' offset, percent")
     parser.add_argument("--rounds-se", type=float, default=0.3, help="a pair's, percent")
     parser.add_argument("--seed", type=int, default=56)
+    parser.add_argument(
+        "--modes", default="", help="a process's speeds, percent, e.g. 0,10 (trial 75)"
+    )
+    parser.add_argument(
+        "--fewest", type=int, default=3, help="pairs before a change under the threshold fails"
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     _check(rng)
-    rule = Rule(args.sure, args.most, args.threshold / 100, args.rounds_se / 100)
+    modes = tuple(math.log1p(float(m) / 100) for m in args.modes.split(",") if m)
+    rule = Rule(
+        args.sure, args.most, args.threshold / 100, args.rounds_se / 100, modes, args.fewest
+    )
     print(f"sure {args.sure:.1%}, up to {args.most} pairs, {args.sessions} sessions a cell")
     print("| change | " + " | ".join(f"offsets {s:.1%}" for s in SIGMAS) + " |")
     print("|---" * (len(SIGMAS) + 1) + "|")
