@@ -112,11 +112,10 @@ def session(delta: float, sigma: float, role: float, rule: Rule, rng: random.Ran
     draw()
     while True:
         found = spread(logs, swapped, rule.rounds_se)
-        under = found.estimate < rule.threshold and len(logs) < rule.fewest
-        if found.sure(rule.sure) and found.high() >= rule.threshold and not under:
-            return Outcome(True, len(logs) - 1)
-        if under and found.sure(rule.sure) and found.high() >= rule.threshold:
-            draw()
+        if found.sure(rule.sure) and found.high() >= rule.threshold:
+            if found.estimate >= rule.threshold or len(logs) >= rule.fewest:
+                return Outcome(True, len(logs) - 1)
+            draw()  # under the threshold on too few pairs (--fewest): two more first
             draw()
             continue
         open_ = found.high() >= rule.threshold and not found.sure(rule.sure)
