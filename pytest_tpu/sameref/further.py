@@ -67,6 +67,14 @@ class Spread:
         if not opened:
             return set(), ""
         note = f"; {len(opened)} that three pairs left open measured by {pairs.FURTHER} more"
+        short = [
+            n
+            for n in opened
+            if pairs.too_few(self._found(n, later[n]), self.thresholds[n], len(later[n]) + 1)
+        ]
+        if short:  # open as to the code: sure of a slowdown under the threshold on three pairs
+            note += f" ({len(short)} sure of a slowdown under the threshold, which fails only on "
+            note += f"{pairs.FEWEST} pairs)"
         adding, first = opened, 0
         while adding:
             broken = self._add(adding, later)
@@ -80,13 +88,21 @@ class Spread:
         return set(), note
 
     def _left(self, later: Mapping[str, list[Mapping[str, Any] | None]], still: _Open) -> list[str]:
-        """The rows whose pairs so far (fewer than ``pairs.MOST``) leave them ``still`` open."""
-        return [
-            n
-            for n, rows in later.items()
-            if len(rows) + 1 < pairs.MOST
-            and still(pairs.across(self.rows[n], rows), self.thresholds[n])
-        ]
+        """The rows whose pairs so far (fewer than ``pairs.MOST``) leave them ``still`` open, or
+        are sure of a slowdown under the threshold but too few to fail it (``pairs.too_few``)."""
+        return [n for n, rows in later.items() if self._open(n, rows, still)]
+
+    def _open(self, nodeid: str, rows: Sequence[Mapping[str, Any] | None], still: _Open) -> bool:
+        """Whether ``nodeid``'s pairs so far leave it for more (``_left``)."""
+        count, threshold = len(rows) + 1, self.thresholds[nodeid]
+        found = self._found(nodeid, rows)
+        if count >= pairs.MOST:
+            return False
+        return still(found, threshold) or pairs.too_few(found, threshold, count)
+
+    def _found(self, nodeid: str, rows: Sequence[Mapping[str, Any] | None]) -> Change | None:
+        """The change ``nodeid``'s pairs so far measure together."""
+        return pairs.across(self.rows[nodeid], rows)
 
     def _add(self, nodeids: Sequence[str], later: dict[str, list[Mapping[str, Any] | None]]) -> str:
         """``pairs.FURTHER`` more pairs' rows for ``nodeids``, appended to ``later``; what went
