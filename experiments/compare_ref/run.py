@@ -33,7 +33,8 @@ WORKLOADS = HERE.parent / "gate" / "workloads.py"
 ARMS = (0.0, 0.05, 0.10)
 COPIES = ("a", "b", "c")
 KEEP = ("matmul", "cnn", "numpy")  # the workloads the issue names, measured by default
-ALL = (*KEEP, "transformer")  # --workloads may add the stored-gate experiment's fourth
+# --workloads may add the stored-gate experiment's transformer, and trial 75's large temporaries
+ALL = (*KEEP, "transformer", "alloc")
 WORKLOADS_KEPT = list(KEEP)  # --workloads: a subset, for a focused check
 OFFSET_HELD = "off in this pair (root mean square"  # sameref.offsets.allowed_for's reason
 FAIL_RE = re.compile(r"^REGRESSION \S+::(test_\w+\[\w+-[abc]\]): ")

@@ -58,6 +58,7 @@ def session(work: Path, arms: dict[str, float], extra: list[str]) -> str:
     }
     args = [
         sys.executable, "-m", "pytest", str(HERE / "workloads.py"), "-q", "-p", "no:cacheprovider",
+        "-k", "not alloc",  # four kinds: trial 75's fifth is for compare_ref/run.py
         f"--baseline-dir={work / 'baselines'}",
         f"--benchmark-storage=file://{work / 'pytest-benchmark'}",
         "--benchmark-columns=median", *extra,

@@ -1,4 +1,4 @@
-"""The gate experiment's benchmarks: four kinds of work in both pytest-benchmark styles.
+"""The gate experiment's benchmarks: five kinds of work in both pytest-benchmark styles.
 
 Collected only by ``experiments/gate/run.py`` (no ``test_`` file prefix). Every benchmark exists in
 three copies (``a``, ``b``, ``c``) that the baseline records identically; in a comparison session
@@ -27,7 +27,7 @@ def steps(copy: str) -> int:
     return round(STEPS * (1 + ARMS.get(copy, 0.0)))
 
 
-# ---------------------------------------------------------------- the four kinds of work
+# ---------------------------------------------------------------- the five kinds of work
 
 
 @cache
@@ -126,11 +126,35 @@ def numpy_step(n):
     return total
 
 
+def _zscore_features(x, window=44):
+    ma = np.convolve(x, np.ones(window) / window, mode="same")
+    resid = x - ma
+    z = (resid - resid.mean()) / resid.std()
+    return np.stack([ma, z, np.abs(np.diff(x, prepend=x[0]))])
+
+
+@cache
+def alloc_step():
+    """New-user trial 75's z-score over 200,000 values, 5-10 ms per unit: arrays of 1.6 MB and a
+    4.8 MB stack made and freed in every call, whose processes of the same code ran at two or
+    three speeds about 10 % apart (``experiments/alloc_offsets.py``). Its input is made here, as
+    the trial's test made it, after the other kinds' TensorFlow work: where glibc puts such blocks
+    depends on what the process allocated before."""
+    signal = np.random.default_rng(4).standard_normal(200_000)
+
+    def run(n):
+        for _ in range(n):
+            _zscore_features(signal)
+
+    return run
+
+
 WORK = {
     "matmul": (matmul_step, 40),
     "cnn": (cnn_step, 10),
     "transformer": (transformer_step, 12),
     "numpy": (lambda: numpy_step, 300),
+    "alloc": (alloc_step, 10),
 }
 
 
