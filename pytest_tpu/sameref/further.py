@@ -72,9 +72,8 @@ class Spread:
             for n in opened
             if pairs.too_few(self._found(n, later[n]), self.thresholds[n], len(later[n]) + 1)
         ]
-        if short:  # open as to the code: sure of a slowdown under the threshold on three pairs
-            note += f" ({len(short)} sure of a slowdown under the threshold, which fails only on "
-            note += f"{pairs.FEWEST} pairs)"
+        if short:  # open as to the code: sure of a slowdown, but on too few pairs to fail it
+            note += f" ({len(short)} sure of a slowdown: a regression needs {pairs.FEWEST} pairs)"
         adding, first = opened, 0
         while adding:
             broken = self._add(adding, later)
@@ -89,7 +88,7 @@ class Spread:
 
     def _left(self, later: Mapping[str, list[Mapping[str, Any] | None]], still: _Open) -> list[str]:
         """The rows whose pairs so far (fewer than ``pairs.MOST``) leave them ``still`` open, or
-        are sure of a slowdown under the threshold but too few to fail it (``pairs.too_few``)."""
+        are sure of a slowdown but too few to fail it (``pairs.too_few``)."""
         return [n for n, rows in later.items() if self._open(n, rows, still)]
 
     def _open(self, nodeid: str, rows: Sequence[Mapping[str, Any] | None], still: _Open) -> bool:

@@ -221,8 +221,8 @@ def by_pairs(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: flo
     text = pairs_text(row, later)  # each pair has an interval: pairs.across found them
     # A row one pair measured under the threshold (``rows.doubtful``) was no regression yet.
     was = row.regression
-    # The rule of by_new_pair on the pairs' spread, sure at 99.5 % (``pairs.sure_slower``), and
-    # on enough pairs where the change is under the threshold (``pairs.fails``).
+    # The rule of by_new_pair on the pairs' spread, sure at 99.5 % (``pairs.sure_slower``), on
+    # enough pairs (``pairs.fails``).
     if pairs.fails(found, threshold, len(later) + 1):
         how = "confirmed by" if was else "a regression by"
         why = f"{how} new pairs of processes, the spread between pairs counted ({text})"
@@ -231,7 +231,7 @@ def by_pairs(row: Row, later: Sequence[Mapping[str, Any] | None], threshold: flo
     how = "not confirmed by" if was else "measured by"
     why = f"{how} new pairs of processes, the spread between pairs counted: {text}"
     if pairs.too_few(found, threshold, len(later) + 1):  # further pairs could not run
-        why += f"; a change under the threshold fails only on {pairs.FEWEST} pairs or more"
+        why += f"; a regression fails only on {pairs.FEWEST} pairs or more"
     judged = on_spread(row, found, why, threshold)
     # Nothing was to be confirmed in a row that never was a regression: its notes said "not
     # confirmed" beside "slower" (trial 29: +3.0 % in three pairs that agreed, at 5 %).
