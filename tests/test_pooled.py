@@ -15,7 +15,7 @@ from pytest_tpu.gate.lines import gate_lines
 from pytest_tpu.gate.stats import TWO_PAIRS
 from pytest_tpu.report.comparison import comparison_notes
 from pytest_tpu.sameref.further import Nested
-from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW
+from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
 from pytest_tpu.sameref.pooled import APART, SURE_FIRST
 from pytest_tpu.sameref.resolve import _apart_by_more_pairs, _resolved
 from pytest_tpu.summary import from_gate_row
@@ -140,6 +140,29 @@ def test_a_pair_other_rows_showed_apart_is_not_pooled():
     held = first(-2.8, -7.6, 2.2, reason=f"an offset between its processes {AS_THOSE_ALLOW}")
     row = _resolved(held, again(0.1, -2.8, 3.1, 24), 4, 0.05)
     assert row.verdict == "inconclusive"
+
+
+@pytest.mark.parametrize(
+    "why",
+    [
+        f"an offset between its two processes {AS_THOSE_ALLOW} (19.7%)",
+        f"...; {OWN_PAIR_READ} +0.5% [-0.3%, +1.3%]",
+    ],
+)
+def test_a_row_this_session_s_offsets_held_is_not_settled_by_one_more_pair(why):
+    # a2, quiet, the alloc workload made 10 % slower: +0.8 % [-3.1, +4.8] in a first pair whose
+    # processes other rows showed 9.6 % apart, then +0.4 % [-1.2, +2.1] with 2x the rounds in a
+    # new pair, whose own session called it `unchanged`; the gate called the row so.
+    measured = {**again(0.4, -1.2, 2.1, 20), "verdict": "unchanged", "detectable_pct": 3.0}
+    plain = _resolved(first(0.8, -3.1, 4.8), measured, 2, 0.05)
+    assert plain.verdict == "unchanged"  # no offset shown in the session: one pair settles it
+    held = replace(first(0.8, -3.1, 4.8, reason=why), detectable=0.31)
+    row = _resolved(held, measured, 2, 0.05)
+    assert row.verdict == "inconclusive" and not row.regression
+    assert "that pair read +0.4% [-1.2%, +2.1%], within the threshold by that pair's rounds" in (
+        row.reason
+    )
+    assert row.detectable == pytest.approx(0.31)  # the offset's share kept
 
 
 def test_a_new_pair_its_own_session_showed_apart_is_not_pooled():

@@ -11,7 +11,8 @@ with such readings:
   further off than both pairs' rounds allow, nor leaves it open (``judge.to_more_pairs``);
 - a third pair (and every second one after it with the roles swapped) joins, and the spread of
   all the pairs decides (``pairs.across``): a regression where it is sure enough
-  (``--sure``, ``pairs.SURE``) and reaches the threshold; two more pairs where it leaves the
+  (``--sure``, ``pairs.SURE``) and reaches the threshold on ``--fewest`` pairs or more
+  (``pairs.FEWEST``; two more pairs where fewer are sure of it); two more pairs where it leaves the
   threshold open; two at a time up to ``--most`` (``pairs.MOST``) while it leaves it open leaning
   slower (``pairs.leans_open``).
 
@@ -23,6 +24,7 @@ would take an hour.
 
     python experiments/compare_ref/confirm_model.py                       # shipped rule
     python experiments/compare_ref/confirm_model.py --sure 0.975 --most 9  # before session 56
+    python experiments/compare_ref/confirm_model.py --fewest 3             # before session 76
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ class Rule:
     threshold: float
     rounds_se: float
     modes: tuple[float, ...] = ()  # a process's speed takes one of these (log); () for normal
-    fewest: int = 3  # pairs a regression under its threshold needs before it fails (not shipped)
+    fewest: int = pairs.FEWEST  # pairs in all before a regression fails (3 before session 76)
+    under_only: bool = False  # --fewest holds back only a change under the threshold (session 75)
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,10 @@ def session(delta: float, sigma: float, role: float, rule: Rule, rng: random.Ran
     while True:
         found = spread(logs, swapped, rule.rounds_se)
         if found.sure(rule.sure) and found.high() >= rule.threshold:
-            if found.estimate >= rule.threshold or len(logs) >= rule.fewest:
+            at_least = rule.under_only and found.estimate >= rule.threshold
+            if at_least or len(logs) >= rule.fewest:
                 return Outcome(True, len(logs) - 1)
-            draw()  # under the threshold on too few pairs (--fewest): two more first
+            draw()  # too few pairs to fail it (``pairs.fails``): two more first
             draw()
             continue
         open_ = found.high() >= rule.threshold and not found.sure(rule.sure)
@@ -171,14 +175,25 @@ def main() -> None:
         "--modes", default="", help="a process's speeds, percent, e.g. 0,10 (trial 75)"
     )
     parser.add_argument(
-        "--fewest", type=int, default=3, help="pairs before a change under the threshold fails"
+        "--fewest", type=int, default=pairs.FEWEST, help="pairs in all before a regression fails"
+    )
+    parser.add_argument(
+        "--under-only",
+        action="store_true",
+        help="--fewest holds back only a change under the threshold (session 75's variant)",
     )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     _check(rng)
     modes = tuple(math.log1p(float(m) / 100) for m in args.modes.split(",") if m)
     rule = Rule(
-        args.sure, args.most, args.threshold / 100, args.rounds_se / 100, modes, args.fewest
+        args.sure,
+        args.most,
+        args.threshold / 100,
+        args.rounds_se / 100,
+        modes,
+        args.fewest,
+        args.under_only,
     )
     print(f"sure {args.sure:.1%}, up to {args.most} pairs, {args.sessions} sessions a cell")
     print("| change | " + " | ".join(f"offsets {s:.1%}" for s in SIGMAS) + " |")

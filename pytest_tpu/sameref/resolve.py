@@ -54,7 +54,7 @@ from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import SPREAD_OF_PAIRS, by_one_pair
 from pytest_tpu.sameref import judge, nested, pairs, pooled
 from pytest_tpu.sameref.further import Nested, Spread, confirming_env
-from pytest_tpu.sameref.offsets import OWN_PAIR_READ
+from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
 from pytest_tpu.sameref.reportrow import number
 from pytest_tpu.sameref.rows import (
     LEAN_FEWEST_ROUNDS,
@@ -302,4 +302,32 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold:
     judged = pooled.sure_first(row, apart, again, threshold, lead)
     if judged.verdict == "inconclusive" and not judged.regression:
         return pooled.open_together(row, judged, again, threshold, lead)
-    return judged
+    return offset_stands(row, judged)
+
+
+# Why a new pair's ``unchanged`` does not settle a row that this session's offsets held.
+OFFSET_STANDS = (
+    "within the threshold by that pair's rounds, but this session showed its processes further "
+    "apart than that leaves room for, and one more pair draws one more such offset"
+)
+
+
+def offset_stands(row: Row, judged: Row) -> Row:
+    """``judged``, the new pair's verdict on ``row``, left ``inconclusive`` where that pair alone
+    calls it ``unchanged`` but ``row`` was held by the offsets this session measured between
+    processes (``offsets.allowed_for``, ``offsets.by_own_pair``): more rounds do not shrink such
+    an offset, and the new pair's own session, measuring that one row, has none to allow for. (The
+    gate experiment's ``alloc`` workload, a2, quiet: a copy made 10 % slower read +0.8 % [-3.1,
+    +4.8] in a first pair whose processes other rows showed 9.6 % apart, then +0.4 % [-1.2, +2.1]
+    with 2x the rounds in a new pair, and was called ``unchanged``; its pairs in other sessions
+    read 0, +10 and +20 %.) Its detectable change keeps the offset's share."""
+    held = AS_THOSE_ALLOW in row.reason or OWN_PAIR_READ in row.reason
+    if not held or judged.verdict != "unchanged" or not by_one_pair(judged.noise_source):
+        return judged
+    widest = max(
+        (x for x in (judged.detectable, row.detectable) if x is not None and math.isfinite(x)),
+        default=judged.detectable,
+    )
+    read = f"{pct(judged.change)} [{pct(judged.low)}, {pct(judged.high)}]"
+    why = f"{judged.reason}; that pair read {read}, {OFFSET_STANDS}"
+    return replace(judged, verdict="inconclusive", reason=why, detectable=widest)
