@@ -8,15 +8,16 @@ processes cannot reveal that, so a benchmark about to fail is measured again by 
 and a new base process -- a nested ``--compare-ref`` session of just those benchmarks -- and the
 session fails only where that measurement agrees. An improvement of the threshold or more is
 measured by the same new pair and stands only where it agrees (mirrored). Where the new pair agrees
-with a regression, a third pair measures it and the spread between the three pairs decides
-(``pairs``, sure at 99.5 %; two more pairs where three leave it open, and up to thirteen in all
-while they leave it open leaning slower): two pairs can agree on an offset of their processes by
-chance, each within its own narrow interval. So is a regression the new pair lies further from
-than both pairs' rounds allow (two pairs, two offsets), or leaves open, and a slowdown from a
-quarter of the threshold to the threshold that one pair was sure of, or one of half the threshold
-or more that it could not rule the threshold out for (``rows.doubtful``): an offset may have
-made a regression of the threshold look that small, and one pair alone calls it nothing either
-way. Passing sessions without an improvement or such a slowdown pay nothing.
+with a regression, a third pair measures it and the spread between the pairs decides (``pairs``,
+sure at 99.5 % on five pairs or more; two more pairs where three leave it open or are sure of it,
+and up to thirteen in all while they leave it open leaning slower): two pairs can agree on an
+offset of their processes by chance, each within its own narrow interval. So is a regression
+the new pair lies further from than both pairs' rounds allow (two pairs, two offsets), or leaves
+open, and a slowdown from a quarter of the threshold to the threshold that one pair was sure
+of, or one of half the threshold or more that it could not rule the threshold out for
+(``rows.doubtful``): an offset may have made a regression of the threshold look that small, and
+one pair alone calls it nothing either way. Passing sessions without an improvement or such a
+slowdown pay nothing.
 
 Agreeing asks less than finding: the first pair was already 99 % (one-sided) sure of a slowdown
 whose interval reaches the threshold; the new pair has only to rule out that the first pair's

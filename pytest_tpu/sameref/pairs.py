@@ -162,8 +162,8 @@ def fails(found: Change, threshold: float, count: int) -> bool:
     +12.2] on three pairs at +8.9, +8.3 and +10.4 %. The same function in the gate experiment
     (``alloc``, a1) read pairs of -10, 0, +10 and +20 % for one change: the offset's values lie as
     far apart as a threshold, so a change of the threshold or more is no safer. Drawn from two
-    speeds, two more pairs agree on an offset one time in sixteen once the first reads it; four,
-    one in 256."""
+    speeds (a pair reads a given offset one time in four), two more pairs share the offset three
+    pairs agreed on one time in sixteen."""
     return sure_slower(found) and found.high >= threshold and count >= FEWEST
 
 
