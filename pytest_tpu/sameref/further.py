@@ -94,9 +94,9 @@ class Spread:
     def _open(self, nodeid: str, rows: Sequence[Mapping[str, Any] | None], still: _Open) -> bool:
         """Whether ``nodeid``'s pairs so far leave it for more (``_left``)."""
         count, threshold = len(rows) + 1, self.thresholds[nodeid]
-        found = self._found(nodeid, rows)
         if count >= pairs.MOST:
             return False
+        found = self._found(nodeid, rows)
         return still(found, threshold) or pairs.too_few(found, threshold, count)
 
     def _found(self, nodeid: str, rows: Sequence[Mapping[str, Any] | None]) -> Change | None:

@@ -164,15 +164,18 @@ def fails(found: Change, threshold: float, count: int) -> bool:
     far apart as a threshold, so a change of the threshold or more is no safer. Drawn from two
     speeds (a pair reads a given offset one time in four), two more pairs share the offset three
     pairs agreed on one time in sixteen."""
-    return sure_slower(found) and found.high >= threshold and count >= FEWEST
+    return _sure_reaching(found, threshold) and count >= FEWEST
 
 
 def too_few(found: Change | None, threshold: float, count: int) -> bool:
     """Whether ``count`` pairs are sure of a slowdown whose interval reaches ``threshold``, but
     are too few to fail it (``fails``): worth more pairs."""
-    if found is None or not (sure_slower(found) and found.high >= threshold):
-        return False
-    return not fails(found, threshold, count)
+    return found is not None and _sure_reaching(found, threshold) and count < FEWEST
+
+
+def _sure_reaching(found: Change, threshold: float) -> bool:
+    """Sure of a slowdown (``sure_slower``) whose interval reaches ``threshold``."""
+    return sure_slower(found) and found.high >= threshold
 
 
 def leaves_open(again: Mapping[str, Any] | None, threshold: float) -> bool:
