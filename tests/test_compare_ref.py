@@ -540,7 +540,9 @@ def test_a_slowdown_the_coarse_first_pair_was_sure_of_is_not_settled_by_one_more
 # slower (a mean of +7 %): more pairs measure it, two at a time. (The offsets do not follow the
 # roles, which the new pairs take in turn: an offset that did would be taken out as the roles'.)
 WIDE = {
-    "offsets": "[1.12, 0.95, 0.93, 1.07, 1.05, 1.0, 1.0, 1.0, 1.0, 1.0]",
+    # One offset for each of the (at most 13) pairs: a list that wrapped round gave pairs 11 to
+    # 13 the first three's offsets again, and left the row open at 13 pairs 2 times in 10.
+    "offsets": "[1.12, 0.95, 0.93, 1.07, 1.05" + ", 1.0" * 8 + "]",
     "seconds": 0.004,
     "rounds": 30,
 }
@@ -589,9 +591,24 @@ if {head}:
     INDEX = len(COUNTER.read_text()) if COUNTER.exists() else 0
     COUNTER.write_text("x" * (INDEX + 1))
 
+TWIN = Path(r"{counter}-twin")
+TWINS = []  # how many head processes measured test_twin before this one
+
+def twin():
+    # Made 10 % slower, but its first two head processes run 9 % fast: the first pair and the
+    # row's own new pair share that offset, as a process's speed can take one of a few values.
+    if INDEX is None:
+        return 1.0
+    if not TWINS:
+        TWINS.append(len(TWIN.read_text()) if TWIN.exists() else 0)
+        TWIN.write_text("x" * (TWINS[0] + 1))
+    return 1.1 * (0.91 if TWINS[0] < 2 else 1.0)
+
 def work(name):
     if INDEX is None:  # the base's code
         factor = 1.0
+    elif name == "twin":
+        factor = twin()
     else:
         factor = SLOW[name] * (FIRST if INDEX == 0 else LATER)[name]
     time.sleep(0.003 * factor)
@@ -606,10 +623,13 @@ def test_steady(benchmark):
 def test_hidden(benchmark):
     # Twice the rounds: its first pair must call it unchanged even if a burst of load hits it.
     benchmark.pedantic(work, args=("hidden",), rounds=60, warmup_rounds=1)
+
+def test_twin(benchmark):
+    benchmark.pedantic(work, args=("twin",), rounds=60, warmup_rounds=1)
 """
 
 
-def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_pair_disagrees(
+def test_another_benchmark_s_offset_holds_an_unchanged_row_until_three_of_its_pairs_clear_it(
     repo,
 ):
     counter = repo.path.parent / f"{repo.path.name}-heads"
@@ -619,8 +639,10 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
     result = repo.runpytest_subprocess(*FAST, *args)
     # `test_far`'s new pair withdraws its +20 % and shows its first pair 15 % off. That warns of
     # the other rows the first pair alone called unchanged; each is measured by a new pair of
-    # its own, whose reading decides (trial 30: a Python function's offset held every other row
-    # of unchanged code inconclusive, "detects 45 %").
+    # its own, and where that pair too reads it within the threshold, by a third, whose spread
+    # decides (trial 30: a Python function's offset held every other row of unchanged code
+    # inconclusive, "detects 45 %"; the gate experiment's a2: two pairs that shared an offset
+    # called copies made 5 % and 10 % slower unchanged).
     rows = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     found = {row["name"].split("::")[1]: row for row in rows}
     assert found["test_far"]["regression"] is False, found["test_far"]
@@ -639,29 +661,37 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
         result,
         "re-measured 1 regression(s) in a new pair of processes (regressions: 0 confirmed, 1 "
         "withdrawn)*; in the rows measured again, the first pair's two processes were *% apart: "
-        "the 2 row(s) that pair alone called unchanged were measured by a new pair of their own: "
-        "* stayed unchanged, * became inconclusive [[]* s]",
+        "the 3 row(s) that pair alone called unchanged were measured by a new pair of their own: "
+        "* stayed unchanged, * became inconclusive*",
     )
-    steady, hidden = found["test_steady"], found["test_hidden"]
-    # Its own pair holds test_steady unchanged; under a burst of load that pair can be
-    # inconclusive too (a CI run: "0 stayed unchanged, 2 became inconclusive"), and then the gate
-    # measures it with more rounds, which must end it unchanged all the same.
-    held = "1 stayed unchanged, 1 became inconclusive" in result.stdout.str()
-    # The hidden slowdown is +10 % at a 10 % threshold: its pairs read it about +9.8 %, and their
-    # interval reaches the threshold or stops just short of it; both are right (a CI run read
-    # +9.8 % [+9.5, +10.0]: a regression, confirmed).
+    steady, hidden, twin = found["test_steady"], found["test_hidden"], found["test_twin"]
+    # Its own pair and a third hold test_steady unchanged; under a burst of load its own pair can
+    # be inconclusive (a CI run: "0 stayed unchanged, 2 became inconclusive"), and then the gate
+    # measures it with more rounds, and a third pair with them, which must end it unchanged all
+    # the same.
+    held = "of their own: 1 stayed unchanged" in result.stdout.str()
+    # The twin's first pair and its own new pair shared an offset that hid its 10 %: its later
+    # pairs read it, and it is not called unchanged. (Under load its own pair can leave it
+    # inconclusive, and a new pair with more rounds measures it instead.)
+    assert twin["verdict"] != "unchanged", twin
+    assert "a third pair" in twin["note"] or "4x the rounds" in twin["note"], twin
+    # The hidden and twin slowdowns are +10 % at a 10 % threshold: their pairs read them about
+    # +9.8 %, and their interval reaches the threshold or stops just short of it; both are right
+    # (a CI run read +9.8 % [+9.5, +10.0]: a regression, confirmed). The session fails where one
+    # of them does.
     failed = result.ret == REGRESSION_EXIT_CODE
     assert result.ret == (REGRESSION_EXIT_CODE if failed else pytest.ExitCode.OK)
+    assert failed is any(row["regression"] for row in (hidden, twin)), (hidden, twin)
     assert steady["verdict"] == "unchanged", steady
     if held:
-        assert "of its own read it" in steady["note"], steady
-        assert "within the threshold too" in steady["note"], steady
-    else:
-        assert "measured again with 4x the rounds" in steady["note"], steady
+        assert "the spread between pairs counted" in steady["note"], steady
+        assert "a third pair" in steady["note"], steady
+    else:  # said as such, or pair by pair where this session's offsets sent it to a third pair
+        assert "4x the rounds" in steady["note"], steady
     # The hidden +10 %: unchanged by its first pair alone, +10 % by its own new pair, which
     # leaves it inconclusive, unable to catch its threshold with that offset; so a new pair with
     # more rounds measures it, and the pairs after it find it: slower, short of the threshold.
-    assert hidden["verdict"] == "slower" and hidden["regression"] is failed
+    assert hidden["verdict"] == "slower", hidden
     # (a loaded CI run read it +10.6 %)
     assert 5 < hidden["change_pct"] < 12
     # Measured again with more rounds, said as such ("measured again with 4x the rounds in a new
@@ -677,10 +707,10 @@ def test_another_benchmark_s_offset_holds_an_unchanged_row_only_if_its_own_new_p
     own = "a new pair of processes of its own read it +" in hidden["note"]
     pairs = "the spread between pairs counted" in hidden["note"]
     assert tailed or own or pairs, hidden
-    again = 1 if held else 2
-    result.stdout.fnmatch_lines(
-        [f"measured {again} inconclusive benchmark(s) again with up to 4x *"]
+    again = re.search(
+        r"measured (\d) inconclusive benchmark\(s\) again with up to 4x", result.stdout.str()
     )
+    assert again and int(again[1]) >= (1 if held else 2), result.stdout.str()
     assert len(worktrees(repo)) == 1
 
 

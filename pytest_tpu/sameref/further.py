@@ -19,7 +19,7 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.stats import TAIL, Change
 from pytest_tpu.sameref import pairs
-from pytest_tpu.sameref.judge import with_rounds
+from pytest_tpu.sameref.judge import by_pairs, with_rounds
 from pytest_tpu.sameref.nested import CONFIRM_ENV, ROUNDS_ENV, nested
 from pytest_tpu.sameref.rows import TAIL_ENV
 from pytest_tpu.sameref.swap import Swap
@@ -119,3 +119,32 @@ class Spread:
             for nodeid in nodeids:
                 later[nodeid].append(with_rounds(found.get(nodeid), self.marked.get(nodeid, 1)))
         return ""
+
+
+def on_more_pairs(
+    first: Mapping[str, Row],
+    second: Mapping[str, Mapping[str, Any] | None],
+    spread: Spread,
+    roles: Swap | None,
+) -> tuple[dict[str, Row], str, str]:
+    """The rows of ``first`` (by node id) that a new pair measured (``second``, their report
+    rows) measured by a third pair with the same rounds (``spread.rounds``), taking ``roles``, and
+    by more where three leave them open (``Spread.further``), then judged on the spread of them
+    all (``judge.by_pairs``). Returns the rows judged, by node id (a row the third pair gave no
+    interval for is left out); what broke the third pair (then none is judged); and what the
+    summary line adds of the further pairs."""
+    measured = list(second)
+    rounds = json.dumps({n: spread.rounds[n] for n in measured})
+    env = {**confirming_env(first[n] for n in measured), ROUNDS_ENV: rounds}
+    at = spread.session
+    third, problem = nested(measured, at.commit, at.pct, at.rootdir, at.measuring, env, roles)
+    if problem:
+        return {}, problem, ""
+    later = {
+        n: [with_rounds(second[n], spread.rounds[n]), with_rounds(third.get(n), spread.rounds[n])]
+        for n in measured
+    }
+    later = {n: rows for n, rows in later.items() if pairs.across(first[n], rows) is not None}
+    _, note = spread.further(later)
+    judged = {n: by_pairs(first[n], rows, spread.thresholds[n]) for n, rows in later.items()}
+    return judged, "", note

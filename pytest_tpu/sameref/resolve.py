@@ -25,7 +25,9 @@ decides (``_apart_by_more_pairs``), as for a regression that new pairs measure (
 So where the first pair was sure of a slowdown that may reach the threshold and the new pair
 neither confirms a regression nor rules a slowdown out (``pooled.sure_first``): its narrow
 interval says nothing of its own pair's offset (r89n: a Keras CNN made 5 % slower, +5.9 % in its
-first pair, +1.1 % [+0.4, +1.9] with 3x the rounds, called ``unchanged``).
+first pair, +1.1 % [+0.4, +1.9] with 3x the rounds, called ``unchanged``). So too where the new
+pair calls ``unchanged`` a row that this session's offsets between processes held
+(``offset_stands``): the new pair draws one more such offset, which its rounds do not show.
 
 A row whose rounds could catch the threshold but leave no room under it for an offset between
 the two processes (``rows.leaves_no_room``: its interval rules the threshold out, not half of it)
@@ -52,8 +54,8 @@ from typing import Any
 from pytest_tpu.gate.compare import Row
 from pytest_tpu.gate.lines import pct
 from pytest_tpu.gate.stats import SPREAD_OF_PAIRS, by_one_pair
-from pytest_tpu.sameref import judge, nested, pairs, pooled
-from pytest_tpu.sameref.further import Nested, Spread, confirming_env
+from pytest_tpu.sameref import judge, nested, pooled
+from pytest_tpu.sameref.further import Nested, Spread, on_more_pairs
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
 from pytest_tpu.sameref.reportrow import number
 from pytest_tpu.sameref.rows import (
@@ -181,8 +183,9 @@ def _apart_by_more_pairs(
     at: Nested,
 ) -> tuple[list[Row], str]:
     """``resolved`` with each row whose new pair lay further from the first than both pairs'
-    rounds allow (``pooled.apart_together``), or did not settle a slowdown the first pair was
-    sure of (``pooled.sure_first``), measured by a third pair with the same rounds, and by more
+    rounds allow (``pooled.apart_together``), did not settle a slowdown the first pair was sure
+    of (``pooled.sure_first``), or called unchanged a row this session's offsets held
+    (``offset_stands``), measured by a third pair with the same rounds, and by more
     where three leave it open (``further.Spread``), then judged on the spread of them all
     (``judge.by_pairs``); what the summary line adds.
 
@@ -192,33 +195,21 @@ def _apart_by_more_pairs(
     161 %"). Three pairs have two, at a third of that width."""
     apart = [row.nodeid for row in resolved if pooled.APART in row.reason]
     doubted = [row.nodeid for row in resolved if pooled.SURE_FIRST in row.reason]
-    measured = apart + doubted
+    stood = [row.nodeid for row in resolved if OFFSET_STANDS in row.reason]
+    measured = apart + doubted + stood
     if not measured:
         return list(resolved), ""
     rounds = {nodeid: factors[nodeid] for nodeid in measured}
-    env = {**confirming_env(first), nested.ROUNDS_ENV: json.dumps(rounds)}
+    by_id = {row.nodeid: row for row in first}
+    spread = Spread(by_id, thresholds, rounds, at, rounds, broken_leaves="judged on those so far")
     # The new pair with more rounds led as the first did: the third takes the other roles.
-    third, problem = nested.nested(
-        measured, at.commit, at.pct, at.rootdir, at.measuring, env, at.swap
-    )
-    note = _third_note(len(apart), len(doubted))
+    second = {nodeid: again.get(nodeid) for nodeid in measured}
+    judged, problem, further = on_more_pairs(by_id, second, spread, at.swap)
+    note = _third_note(len(apart), len(doubted), len(stood))
     if problem:  # as the second pair left them: inconclusive
         return list(resolved), f"{note} (that re-measurement {problem}: inconclusive on two pairs)"
-    by_id = {row.nodeid: row for row in first}
-    later = {
-        n: [judge.with_rounds(again.get(n), rounds[n]), judge.with_rounds(third.get(n), rounds[n])]
-        for n in measured
-    }
     # A row the third pair has no interval for keeps the two pairs' spread.
-    later = {n: rows for n, rows in later.items() if pairs.across(by_id[n], rows) is not None}
-    spread = Spread(by_id, thresholds, rounds, at, rounds, broken_leaves="judged on those so far")
-    _, further = spread.further(later)
-    return [
-        judge.by_pairs(by_id[row.nodeid], later[row.nodeid], thresholds[row.nodeid])
-        if row.nodeid in later
-        else row
-        for row in resolved
-    ], note + further
+    return [judged.get(row.nodeid, row) for row in resolved], note + further
 
 
 def _measured_line(wanted: Mapping[str, int]) -> str:
@@ -240,10 +231,12 @@ def _measured_line(wanted: Mapping[str, int]) -> str:
     return line + (f", and {same} that {room} with the same rounds" if same else "")
 
 
-def _third_note(apart: int, doubted: int) -> str:
+def _third_note(apart: int, doubted: int, stood: int) -> str:
     """The summary line's words for the rows a third pair measured, by why."""
     why = [f"{apart} whose two pairs lay apart"] if apart else []
     why += [f"{doubted} whose first pair's slowdown the new pair did not settle"] if doubted else []
+    held = f"{stood} that the new pair called unchanged under this session's offsets"
+    why += [held] if stood else []
     return f"; {' and '.join(why)} measured by a third pair"
 
 
@@ -317,7 +310,9 @@ def offset_stands(row: Row, judged: Row) -> Row:
     calls it ``unchanged`` but ``row`` was left ``inconclusive`` by its first pair and held by the
     offsets this session measured between processes (``offsets.allowed_for``): more rounds do not
     shrink such an offset, and the new pair's own session, measuring that one row, has none to
-    allow for. (The gate experiment's ``alloc`` workload, a2, quiet: a copy made 10 % slower read
+    allow for. A third pair then measures it, and the spread of the three decides
+    (``_apart_by_more_pairs``): an unchanged row's pairs agree, and are called so. (The gate
+    experiment's ``alloc`` workload, a2, quiet: a copy made 10 % slower read
     +0.8 % [-3.1, +4.8] in a first pair whose processes other rows showed 9.6 % apart, then +0.4 %
     [-1.2, +2.1] with 2x the rounds in a new pair, and was called ``unchanged``; its pairs in other
     sessions read 0, +10 and +20 %.) A row a new pair of its own measured (``offsets.by_own_pair``)
