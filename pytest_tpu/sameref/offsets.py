@@ -34,7 +34,11 @@ as check its reading (``rows.lean_factor``), and its own offset decides (``by_ow
 ``unchanged`` where that pair's reading is one that one pair alone would call so, and the offset
 between its two pairs leaves its interval room under the threshold as above; otherwise it is
 ``inconclusive``, saying what its own pair read. Where that pair cannot run or cannot resolve an
-offset, the warning stands.
+offset, the warning stands. A row its own pair would keep ``unchanged`` is measured by a third pair
+of its own, and by more where three leave it open, and their spread decides (``confirm``): where a
+process runs at one of a few speeds, two pairs share an offset often (the gate experiment's
+``alloc`` workload, a2: copies made 5 % and 10 % slower, read -3.7 % and +0.5 % in their first
+pair and -4.1 % and -0.6 % in their own, were called ``unchanged``).
 """
 
 from __future__ import annotations
@@ -165,7 +169,8 @@ def by_own_pair(row: Row, held: Row, threshold: float, again: Mapping[str, Any] 
     ``unchanged`` where that pair's reading would be called so by one pair too (``vouches``) and
     the two pairs' difference, this benchmark's own offset, leaves room under the threshold; else
     ``inconclusive``, by its own offset where that is the larger, saying what the pair read.
-    ``held`` where the pair tells nothing."""
+    ``held`` where the pair tells nothing. (An ``unchanged`` row is measured by a third pair of
+    its own before it stands: ``confirm``.)"""
     own = first_pair_offset({row.nodeid: row}, {row.nodeid: [again]}, {row.nodeid: threshold})
     reading = interval_text(again or {})
     if again is None or own is None or reading is None:
