@@ -385,7 +385,8 @@ def _by_own_pairs(
     vouched = {n: own.get(n) for n in held if _row(out, n).verdict == "unchanged"}
     third = ""
     if vouched:
-        spread = Spread(before, thresholds, {n: rounds.get(n, 1.0) for n in vouched}, at, {})
+        shares = {n: rounds.get(n, 1.0) for n in vouched}
+        spread = Spread(before, thresholds, shares, at, {}, broken_leaves="judged on those so far")
         out, third = _by_third_own_pair(out, held_out, vouched, spread)
     return out, f"{note} were measured by a new pair of their own: {_tally(out, held)}{third}"
 
