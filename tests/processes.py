@@ -1,9 +1,18 @@
-"""Helpers for tests that start worker processes: which pids a run announced, which still run."""
+"""Helpers for tests that start processes: which pids a run announced, which still run; and
+what an in-process pytester session needs to count only its own warnings."""
 
 from __future__ import annotations
 
 import re
 import signal
+
+# An in-process session (``pytester.runpytest``) asks to rewrite the asserts of this plugin,
+# which the outer session imported already. Under ``python -m pytest`` the outer session found
+# it on the path and rewrote it, and nothing is said; under the ``pytest`` script of an editable
+# install it was imported by the install's own finder, and the inner session warns "Module
+# already imported so cannot be rewritten: pytest_tpu", a warning the tests that count outcomes
+# would count. It says nothing of the session under test.
+NOT_REWRITTEN = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
 def announced_pids(lines: list[str]) -> list[int]:

@@ -14,7 +14,7 @@ import time
 # cannot be imported twice into one process.
 import numpy  # noqa: F401
 import pytest
-from processes import interruptible
+from processes import NOT_REWRITTEN, interruptible
 from sources import COLD
 
 from pytest_tpu.gate import baseline as store
@@ -648,7 +648,7 @@ def test_a_gate_over_no_measured_benchmark_says_nothing_was_checked(pytester):
     save(pytester).assert_outcomes(passed=1)
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     args = ("test_plain.py", "--compare=main", "--fail-on-regression=5", "--tpu-report=out.json")
-    result = pytester.runpytest(*FAST, *args)
+    result = pytester.runpytest(*FAST, *args, *NOT_REWRITTEN)
     result.stdout.fnmatch_lines(
         [
             "compared with baseline *: nothing (no benchmark measured in this session)",

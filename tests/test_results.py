@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from processes import NOT_REWRITTEN
 
 DEVICE_BENCH = """
 def test_sum(benchmark, accelerator):
@@ -61,7 +62,7 @@ def test_a_benchmark_passed_on_rerun_counts_once_as_passed(pytester: pytest.Pyte
     # A short --benchmark-max-time: saving times the calibration kernel before each of a
     # microsecond call's many rounds, and this test is about the outcome, not the rounds.
     args = ("--reruns=1", "--save-baseline=main", "--benchmark-max-time=0.05")
-    result = pytester.runpytest(*args, "-p", "no:cacheprovider")
+    result = pytester.runpytest(*args, "-p", "no:cacheprovider", *NOT_REWRITTEN)
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
     result.stdout.no_fnmatch_line("*left out*")
     result.stdout.fnmatch_lines(["saved baseline 'main': 1 benchmark in *"])
