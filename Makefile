@@ -50,6 +50,8 @@ compiled: install
 # no timing moved to the parallel step; session 72, on a VM where `import tensorflow` took 9.4 s:
 # 687 s and 785 s, against 296 s and 330 s on session 70's). The timed step on both cores took
 # 435 s there, but 3 of its 70 tests failed once and one failed twice: they stay alone.
+# Session 78: 406 s and 561 s; the parallel step on three workers took 448 s, at 195 % of the
+# two cores: it is bound by the processor, and more workers do not shorten it.
 # Tests that judge real timings run alone; the others first, on both cores (tests/conftest.py).
 # A timed test that fails is run once more (pytest-rerunfailures): what a neighbour's burst does
 # to one session is a path the gate may take, and clean-clone CI runs of sessions 51-54 failed
