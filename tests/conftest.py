@@ -7,11 +7,14 @@ import tempfile
 import pytest
 
 # Modules whose tests judge real timings: a gate's verdict on a planted change or on unchanged
-# code. ``make unit`` runs them alone, after the rest has run on both cores (pytest-xdist), so that
-# no other test of this suite is their neighbour. A test of theirs marked ``untimed`` judges no
-# timing (a usage error, a row's status, memory, a saved field, a rule on given figures, a
-# regression planted a million times over) and runs with the rest: the serial step is most of
-# ``make test``'s time.
+# code. ``make unit`` runs them after the rest has run on both cores (pytest-xdist), two at a time
+# and beside nothing else. A test of theirs marked ``untimed`` judges no timing (a usage error, a
+# row's status, memory, a saved field, a rule on given figures, a regression planted a million
+# times over) and runs with the rest.
+# Two at a time, because most of them wait: their sessions take turns round by round, and most
+# of their time is processes starting, on one core at a time. (Session 81, 2 cores: 473 s one at
+# a time; 251-310 s in four runs two at a time.) The gate they test is built to stand a
+# neighbour; where a test's path depends on a quiet machine, a rerun says so (below).
 TIMED_MODULES = frozenset(
     {
         "test_bandwidth.py",
@@ -24,6 +27,13 @@ TIMED_MODULES = frozenset(
         "test_tail.py",
     }
 )
+# ... except those whose tests read the machine itself: the CPU time other processes took, the
+# memory's speed, which threads churn in a round. Another test's processes beside them are what
+# they measure, so they run alone, last (marker ``alone``; session 81: a pinning trial read no
+# churn with a test beside it).
+ALONE_MODULES = frozenset(
+    {"test_bandwidth.py", "test_calibration.py", "test_contention.py", "test_pinning.py"}
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by it
@@ -31,6 +41,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in TIMED_MODULES and not item.get_closest_marker("untimed"):
             item.add_marker("timed")
+            if item.path.name in ALONE_MODULES:
+                item.add_marker("alone")
 
 
 # Why each timed test that ``make unit`` ran once more failed the first time: pytest-rerunfailures

@@ -3,6 +3,7 @@ what an in-process pytester session needs to count only its own warnings."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 
@@ -38,3 +39,27 @@ def interruptible() -> None:
     """A child's ``preexec_fn``: SIGINT back to its default. A shell's background job inherits
     SIGINT ignored; a terminal's Ctrl-C is not, and that is what the tests stand for."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# Set in the environment of the sessions a test starts: their processes, the base side's among
+# them (it inherits the head's environment), carry it, and no other test's do. ``make unit`` runs
+# timed tests two at a time, so a pattern on command lines ("test_slow.py") would find, and a
+# ``pkill`` would kill, the sessions of the test running beside this one.
+OWNER_ENV = "PYTEST_TPU_TEST_OWNER"
+
+
+def owned_by(owner: str) -> list[int]:
+    """Live processes whose environment has ``OWNER_ENV`` set to ``owner``."""
+    mark = f"{OWNER_ENV}={owner}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if mark in environ and alive(int(entry)):
+            found.append(int(entry))
+    return found

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from processes import interruptible
+from processes import OWNER_ENV, interruptible, owned_by
 from sources import COLD
 
 from pytest_tpu.options import REGRESSION_EXIT_CODE
@@ -780,8 +780,12 @@ def test_a_regression_an_offset_made_read_a_quarter_of_the_threshold_is_caught(r
     assert result.ret == REGRESSION_EXIT_CODE, result.stdout.str()
     (row,) = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     assert row["regression"] is True and row["confirmed"] is True
-    if "measured 1 inconclusive benchmark(s) again with up to" in result.stdout.str():
-        return  # a burst of load left the first pair too coarse: more rounds measured it
+    if "measured 1 inconclusive benchmark(s) again with " in result.stdout.str():
+        # A burst of load left the first pair too coarse to catch the threshold (more rounds
+        # measured it), or with no room under it for an offset (+3.0 % [+0.3, +5.8] beside
+        # another timed test; a new pair with the same rounds measured it): both read its +3 %.
+        assert re.search(r"first pair read \+[1-5]\.\d% \[", row["note"]), row
+        return
     result.stdout.fnmatch_lines(["re-measured 1 slowdown(s) under the threshold in a new pair*"])
     assert re.search(r"first \+[2-4]\.\d% \[", row["note"]), row
     assert len(counter.read_text()) >= 3  # the first pair's +3 % alone decided nothing
@@ -1541,7 +1545,12 @@ def interrupt_when(repo, args, marker, seconds, **env):
         cwd=repo.path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            OWNER_ENV: str(repo.path),
+            **env,
+        },
         preexec_fn=interruptible,
     )
     deadline = time.monotonic() + seconds
@@ -1561,8 +1570,7 @@ def test_interrupted_session_leaves_no_worktree_and_no_base_process(repo, sig):
     out = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode != 0
     assert len(worktrees(repo)) == 1, out
-    left = subprocess.run(["pgrep", "-f", "test_slow.py"], capture_output=True, text=True)
-    assert str(proc.pid) not in left.stdout and not left.stdout.strip(), left.stdout
+    assert not owned_by(str(repo.path))
 
 
 CONFIRMING = """
@@ -1609,8 +1617,7 @@ def test_interrupted_confirmation_leaves_no_worktree_and_no_process(repo, sig):
     # The report says what the terminal said of it, not only the gate's words (trial 33).
     assert "- interrupted while measuring again in a new pair of processes" in report
     assert len(worktrees(repo)) == 1, out
-    left = subprocess.run(["pgrep", "-f", "test_conf.py"], capture_output=True, text=True)
-    assert not left.stdout.strip(), left.stdout
+    assert not owned_by(str(repo.path))
 
 
 BASE_ENDS_SLOWLY = """
@@ -1644,8 +1651,7 @@ def test_interrupted_while_the_base_session_ends_says_so_without_a_traceback(rep
     report = (repo.path / "r.md").read_text()
     assert "**Regression gate (time 10%): not applied (interrupted)**" in report
     assert len(worktrees(repo)) == 1, out
-    left = subprocess.run(["pgrep", "-f", "test_bench.py"], capture_output=True, text=True)
-    assert not left.stdout.strip(), left.stdout
+    assert not owned_by(str(repo.path))
 
 
 @UNTIMED
@@ -1676,14 +1682,18 @@ def test_a_worktree_left_by_a_killed_session_is_removed_next_time(repo):
         cwd=repo.path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, OWNER_ENV: str(repo.path)},
     )
     deadline = time.monotonic() + 120
     while not (repo.path / "started").exists():  # the base session is taking turns
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
+    running = owned_by(str(repo.path))
+    assert proc.pid in running and len(running) >= 2  # the head session and the base's
     proc.kill()
     proc.wait()
-    subprocess.run(["pkill", "-KILL", "-f", "test_slow.py"], check=False)
+    for pid in owned_by(str(repo.path)):  # the base session, left running
+        os.kill(pid, signal.SIGKILL)
     left = worktrees(repo)
     assert len(left) == 2  # SIGKILL: nothing could clean up
     result = repo.runpytest_subprocess(*FAST, "test_bench.py", "--compare-ref=HEAD")
