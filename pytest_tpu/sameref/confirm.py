@@ -382,18 +382,14 @@ def _by_own_pairs(
         else row
         for row in held_out
     ]
-    vouched = {n: own.get(n) for n in held if _row(out, n).verdict == "unchanged"}
+    verdicts = {row.nodeid: row.verdict for row in out}
+    vouched = {n: own.get(n) for n in held if verdicts[n] == "unchanged"}
     third = ""
     if vouched:
         shares = {n: rounds.get(n, 1.0) for n in vouched}
         spread = Spread(before, thresholds, shares, at, {}, broken_leaves="judged on those so far")
         out, third = _by_third_own_pair(out, held_out, vouched, spread)
     return out, f"{note} were measured by a new pair of their own: {_tally(out, held)}{third}"
-
-
-def _row(rows: Sequence[Row], nodeid: str) -> Row:
-    """The row of ``nodeid`` among ``rows``."""
-    return next(row for row in rows if row.nodeid == nodeid)
 
 
 def _by_third_own_pair(
