@@ -30,7 +30,8 @@ TIMED_MODULES = frozenset(
 # ... except those whose tests read the machine itself: the CPU time other processes took, the
 # memory's speed, which threads churn in a round. Another test's processes beside them are what
 # they measure, so they run alone, last (marker ``alone``; session 81: a pinning trial read no
-# churn with a test beside it). Single tests elsewhere that do so carry the marker themselves.
+# churn with a test beside it). Single tests elsewhere that do so carry the marker themselves,
+# and so do the few whose path a test beside them changed (each says when).
 ALONE_MODULES = frozenset(
     {"test_bandwidth.py", "test_calibration.py", "test_contention.py", "test_pinning.py"}
 )

@@ -51,15 +51,22 @@ OWNER_ENV = "PYTEST_TPU_TEST_OWNER"
 def owned_by(owner: str) -> list[int]:
     """Live processes whose environment has ``OWNER_ENV`` set to ``owner``."""
     mark = f"{OWNER_ENV}={owner}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except OSError:  # gone, or not ours to read
-            continue
-        if mark in environ and alive(int(entry)):
-            found.append(int(entry))
-    return found
+    return [
+        pid
+        for pid in pids()
+        if mark in (read_proc(pid, "environ") or b"").split(b"\0") and alive(pid)
+    ]
+
+
+def pids() -> list[int]:
+    """The processes in ``/proc`` now."""
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def read_proc(pid: int, name: str) -> bytes | None:
+    """``/proc/PID/NAME``; None where the process is gone or not ours to read."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None

@@ -170,6 +170,10 @@ def test_save_then_compare_unchanged(pytester):
     assert shown[-2] == gate["lines"][0]
 
 
+# One at a time (tests/conftest.py): beside another timed test its re-measurement took another
+# path (a CI run of session 81); in a CI run one at a time (session 78) it once exited 0,
+# unexplained.
+@pytest.mark.alone
 def test_clearly_slower_benchmark_fails_with_its_own_exit_code(pytester):
     bench(pytester)
     save(pytester).assert_outcomes(passed=1)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from processes import alive
+from processes import alive, pids, read_proc
 
 from pytest_tpu import peaks, tpu
 
@@ -139,18 +139,14 @@ def test_a_tpu_address_that_refuses_is_reported_and_the_session_goes_on(pytester
 def _probe_children(parent: int) -> list[int]:
     """Pids of the TPU probe processes whose parent is ``parent``."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in pids():
+        cmdline, stat = read_proc(pid, "cmdline"), read_proc(pid, "stat")
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+            ppid = int((stat or b"").rsplit(b")", 1)[1].split()[1])
+        except (ValueError, IndexError):  # gone
             continue
-        if ppid == parent and b"pytest_tpu.tpu" in cmdline:
-            found.append(int(entry))
+        if ppid == parent and b"pytest_tpu.tpu" in (cmdline or b"").split(b"\0"):
+            found.append(pid)
     return found
 
 
