@@ -13,7 +13,7 @@ import pytest
 # times over) and runs with the rest.
 # Two at a time, because most of them wait: their sessions take turns round by round, and most
 # of their time is processes starting, on one core at a time. (Session 81, 2 cores: 473 s one at
-# a time; 251-310 s in four runs two at a time.) The gate they test is built to stand a
+# a time; 234-315 s in ten runs two at a time.) The gate they test is built to stand a
 # neighbour; where a test's path depends on a quiet machine, a rerun says so (below).
 TIMED_MODULES = frozenset(
     {
