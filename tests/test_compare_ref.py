@@ -43,8 +43,10 @@ def test_ped(benchmark):
 )
 # Tests that judge no timing (usage errors, rows' statuses, clean-up without signals, what each
 # process ran with, a slowdown far past its threshold) run in ``make unit``'s parallel step; the
-# signal tests stay alone, as they look for their processes by file name (tests/conftest.py).
+# signal tests stay timed (they looked for their processes by file name then; now by a mark in
+# their environment, ``processes.owned_by``, so they could join that step).
 UNTIMED = pytest.mark.untimed
+ALONE = pytest.mark.alone  # timed, but run one at a time by `make unit` (tests/conftest.py)
 FAST = ["-p", "no:cacheprovider", "--benchmark-disable-gc", "--benchmark-max-time=0.2"]
 
 
@@ -548,9 +550,9 @@ WIDE = {
 }
 
 
-# One at a time (tests/conftest.py): beside another timed test its pairs took another path
-# than the one it checks (a CI run of session 81).
-@pytest.mark.alone
+# One at a time: beside another timed test its pairs took another path than the one it checks
+# (a CI run of session 81).
+@ALONE
 def test_five_pairs_that_leave_a_regression_open_leaning_slower_are_joined_by_more(repo):
     counter = repo.path.parent / f"{repo.path.name}-heads"
     commit(repo, "base", test_bench=OFFSET.format(slow=1.0, counter=counter, head=False, **WIDE))
@@ -634,9 +636,9 @@ def test_twin(benchmark):
 """
 
 
-# One at a time (tests/conftest.py): beside another timed test its twin's later pairs read too
-# little of its 10 % to keep it from `unchanged` (a CI run of session 81).
-@pytest.mark.alone
+# One at a time: beside another timed test its twin's later pairs read too little of its 10 % to
+# keep it from `unchanged` (a CI run of session 81).
+@ALONE
 def test_another_benchmark_s_offset_holds_an_unchanged_row_until_three_of_its_pairs_clear_it(
     repo,
 ):
@@ -1868,8 +1870,7 @@ PINNABLE = pytest.mark.skipif(
 )
 # A pinning test that judges timings (where a round's threads ran, as fast or slower pinned) reads
 # the machine itself: beside another timed test a pinned call ran slower and was let go, which
-# the test is not about. ``make unit`` runs these one at a time (tests/conftest.py).
-ALONE = pytest.mark.alone
+# the test is not about. They run one at a time (``ALONE``).
 
 
 def affinities(repo, monkeypatch, name, source):
