@@ -11,6 +11,11 @@ BENCH_ARGS ?= --tpu-workload-size=default
 # Plugins whose option names pytest-tpu once clashed with; tests load them from here only
 # (tests/test_neighbours.py), so that they do not load, and warn, in every other session.
 NEIGHBOURS := $(VENV)/neighbours
+# matplotlib (the `plot` extra), for the tests of --tpu-report-plot only (tests/conftest.py puts
+# it on their path). Installed in .venv, Keras imports matplotlib.pyplot whenever TensorFlow is
+# imported: 0.8 s of `import tensorflow`'s 5.5 s, in each of the ~130 TensorFlow processes a test
+# run starts.
+PLOT := $(VENV)/plot
 # pytest-benchmark's own suite with and without pytest-tpu (`make benchmark-compat`).
 COMPAT_VENV := .venv-compat
 COMPAT_DIR := build/benchmark-compat
@@ -26,6 +31,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[$(TF_EXTRA)]" --group dev
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(NEIGHBOURS) \
 		pytest-parallel pytest-reporter
+	$(BIN)/python -m pip install --quiet --upgrade --target $(PLOT) "matplotlib>=3.8"
 	rm -f $(VENV)/.installed-* && touch $@
 
 lint: install
@@ -57,6 +63,8 @@ compiled: install
 # at a time: most of their time is waiting); then, one at a time, those that read the machine
 # itself and the few whose path a test beside them changed (tests/conftest.py). Session 81's
 # clean-clone runs took 12:36 and 16:29 (the first step 402 s and 542 s as the VM got busier).
+# Session 82: the first step 414 and 426 s against 452 and 496 s (alternated with the code
+# before), with matplotlib out of .venv (PLOT) and one cluster session where there were three.
 # A timed test that fails is run once more (pytest-rerunfailures): what a neighbour's burst does
 # to one session is a path the gate may take, and clean-clone CI runs of sessions 51-54 failed
 # again and again on one or two such paths out of 116 tests; failing twice running is a failure.

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +39,22 @@ TIMED_MODULES = frozenset(
 ALONE_MODULES = frozenset(
     {"test_bandwidth.py", "test_calibration.py", "test_contention.py", "test_pinning.py"}
 )
+
+
+# matplotlib's own folder (``make install``): on .venv's path, Keras would import matplotlib.pyplot
+# in each of the TensorFlow processes the tests start (0.8-1 s of ``import tensorflow``'s 4-5 s).
+PLOT = Path(os.environ.get("PYTEST_TPU_PLOT", Path(__file__).parents[1] / ".venv" / "plot"))
+
+
+@pytest.fixture
+def matplotlib_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """matplotlib importable in this process for one test, as ``pytest-tpu[plot]`` makes it.
+
+    Its folder goes last on ``sys.path``: what .venv has (numpy) is what the plugin runs on."""
+    if importlib.util.find_spec("matplotlib") is None and PLOT.is_dir():
+        monkeypatch.setattr(sys, "path", [*sys.path, str(PLOT)])
+        importlib.invalidate_caches()
+    pytest.importorskip("matplotlib", reason=f"matplotlib is in neither .venv nor {PLOT}")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by it

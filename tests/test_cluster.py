@@ -1,4 +1,9 @@
-"""``--tpu-workers``: local MultiWorkerMirroredStrategy clusters, joining TF_CONFIG, and cleanup."""
+"""``--tpu-workers``: local MultiWorkerMirroredStrategy clusters, joining TF_CONFIG, and cleanup.
+
+A cluster session checks what a user of ``pytest benchmarks --tpu-workers=2`` relies on: tests
+pass, the chief's results come back with the cluster size, the scaling table is printed, a
+failure in the workers is one line, and no worker outlives the session.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,11 @@ import time
 
 import pytest
 from processes import alive, announced_pids, interruptible
+from test_keras_rules import IDIOMS, PER_REPLICA_MISTAKE
 
 from pytest_tpu import cluster, workers
+from pytest_tpu.devices import local_devices
+from pytest_tpu.keras_rules import KERAS_ISSUE
 
 PLUGIN = ("-p", "pytest_tpu.cluster", "-p", "no:cacheprovider", "--accelerator=cpu")
 
@@ -38,6 +46,32 @@ def test_allreduce(tpu_strategy, benchmark):
     assert float(tpu_strategy.experimental_local_results(value)[0][0, 0]) == in_sync
 """
 
+# The suite's own workloads at tiny sizes, driven the way benchmarks/ drives them.
+SUITE_TEST = """
+import pytest
+from pytest_tpu.timing import SyncedRounds
+from pytest_tpu.workloads import CnnEpochs, LstmSteps, MatmulChain, imdb, mnist
+
+def _run(benchmark, accelerator, workload):
+    # accelerator.sync after every call, as the suite does: it must work in a cluster.
+    runner = SyncedRounds(workload, accelerator.sync)
+    runner()  # the first call, apart
+    benchmark.pedantic(runner, rounds=2, warmup_rounds=1)
+    benchmark.extra_info.update(replicas=workload.replicas, devices=accelerator.replicas)
+
+def test_matmul_bf16(benchmark, accelerator, tpu_strategy):
+    chain = MatmulChain(64, "bfloat16", 4, strategy=tpu_strategy)
+    _run(benchmark, accelerator, chain)
+
+def test_cnn(benchmark, accelerator, tpu_strategy):
+    epochs = CnnEpochs(mnist(256, "synthetic"), 32, tpu_strategy)
+    _run(benchmark, accelerator, epochs)
+
+def test_lstm(benchmark, accelerator, tpu_strategy):
+    steps = LstmSteps(imdb(128, "synthetic"), 16, 2, tpu_strategy)
+    _run(benchmark, accelerator, steps)
+"""
+
 PRINT_RESULTS = """
 def pytest_terminal_summary(terminalreporter, config):
     from pytest_tpu.results import results_key
@@ -45,9 +79,10 @@ def pytest_terminal_summary(terminalreporter, config):
         info = r.extra_info
         terminalreporter.write_line(
             f"RESULT {r.nodeid} {r.outcome} workers={info.get('workers')} "
-            f"in_sync={info.get('in_sync')} mwms={info.get('mwms')} rounds={len(r.samples)}"
+            f"in_sync={info.get('in_sync')} mwms={info.get('mwms')} "
+            f"replicas={info.get('replicas')} devices={info.get('devices')} "
+            f"rounds={len(r.samples)} growth={info.get('growth')}"
         )
-        terminalreporter.write_line(f"GPU MEMORY GROWTH {info.get('growth')}")
 """
 
 
@@ -110,12 +145,21 @@ def test_skipped(accelerator):
 
 
 def test_two_workers_end_to_end(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
-    # A skip in the workers is part of the same session: a cluster costs three TensorFlow imports.
+    # One session for all a user of --tpu-workers=2 relies on: a cluster costs four TensorFlow
+    # processes (two workers, then one for the scaling table, beside the controller), so one
+    # session runs a collective, a skip, the suite's workloads, plain Keras idioms and a Keras
+    # mistake whose failure must become one line (three sessions took 139 s, session 81).
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
-    pytester.makepyfile(test_mw=ALLREDUCE_TEST, test_sk=SKIPPED_TEST)
+    pytester.makepyfile(
+        test_mw=ALLREDUCE_TEST,
+        test_sk=SKIPPED_TEST,
+        test_suite=SUITE_TEST,
+        test_idioms=IDIOMS,
+        test_mistake=PER_REPLICA_MISTAKE,
+    )
     pytester.makeconftest(PRINT_RESULTS)
-    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-v", "-rs", timeout=300)
-    result.assert_outcomes(passed=1, skipped=1)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tpu-workers=2", "-v", "-rs", timeout=600)
+    result.assert_outcomes(passed=6, skipped=1, failed=1)
     result.stdout.fnmatch_lines(["SKIPPED * nothing to measure here"])
     result.stdout.fnmatch_lines(
         [
@@ -123,16 +167,50 @@ def test_two_workers_end_to_end(pytester: pytest.Pytester, monkeypatch: pytest.M
             "test_mw.py::test_allreduce*cpu* PASSED*",
             "pytest-tpu: 1 worker(s) on 127.0.0.1:* (pids *)",
             "*pytest-tpu scaling*",
-            "test_allreduce*cpu*1 worker *rounds/s*1.00x*100%",
-            "test_allreduce*cpu*2 workers *rounds/s*",
-            "RESULT test_mw.py::test_allreduce*cpu* passed workers=2 in_sync=2 mwms=True rounds=4",
-            # The workers share the machine's GPUs: memory growth on (devices.share_gpus).
-            "GPU MEMORY GROWTH true",
         ]
     )
+    for row in (
+        "test_allreduce*cpu*1 worker *rounds/s*1.00x*100%",
+        "test_allreduce*cpu*2 workers *",
+        "test_cnn*cpu*1 worker *",
+        "test_cnn*cpu*2 workers *",
+    ):
+        result.stdout.fnmatch_lines(["*pytest-tpu scaling*", row])
+    # Gathered from the chief. The workers share the machine's GPUs: memory growth on
+    # (devices.share_gpus).
+    result.stdout.fnmatch_lines(
+        [
+            "RESULT test_mw.py::test_allreduce*cpu* passed workers=2 in_sync=2 mwms=True *"
+            " rounds=4 growth=true"
+        ]
+    )
+    for name in ("test_matmul_bf16", "test_cnn", "test_lstm"):
+        # 2 replicas over the cluster, 1 local device per worker.
+        result.stdout.fnmatch_lines(
+            [
+                f"RESULT test_suite.py::{name}*cpu* passed workers=2 *"
+                " replicas=2 devices=1 rounds=2 *"
+            ]
+        )
+    # A per-replica failure in the workers: one line, with the rule that explains it.
+    result.stdout.fnmatch_lines(
+        [
+            "test_mistake.py:*: ValueError: Attempt to convert a value … [per-replica values cut"
+            f"*rule: under MultiWorkerMirroredStrategy (--tpu-workers)*({KERAS_ISSUE})"
+        ]
+    )
+    assert not [line for line in result.outlines if "tf.Tensor" in line or "0: <" in line]
     pids = announced_pids(result.outlines)
     assert len(pids) == 3
     assert not [pid for pid in pids if alive(pid)]
+
+
+def test_a_worker_keeps_only_its_own_devices() -> None:
+    names = [f"/job:worker/replica:0/task:{task}/device:CPU:0" for task in (0, 1)]
+    config = '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}'
+    assert local_devices(names, config) == (names[1],)
+    assert local_devices(names, "") == tuple(names)
+    assert local_devices(["/device:CPU:0"], config) == ("/device:CPU:0",)
 
 
 CRASH_TEST = """

@@ -1,5 +1,6 @@
-"""Plain Keras idioms under ``--tpu-virtual-cpus=2`` (MirroredStrategy) and ``--tpu-workers=2``
-(MultiWorkerMirroredStrategy on loopback), and the one line that replaces a per-replica failure.
+"""Plain Keras idioms under ``--tpu-virtual-cpus=2`` (MirroredStrategy) and the one line that
+replaces a per-replica failure. Under ``--tpu-workers=2`` (MultiWorkerMirroredStrategy on
+loopback) they run in ``test_cluster.py``'s one cluster session.
 
 The Keras runs happen in fresh pytest processes (TensorFlow must not load in this one).
 """
@@ -7,7 +8,6 @@ The Keras runs happen in fresh pytest processes (TensorFlow must not load in thi
 from __future__ import annotations
 
 import pytest
-from processes import alive, announced_pids
 
 from pytest_tpu.keras_rules import KERAS_ISSUE, short_failure
 
@@ -119,17 +119,3 @@ def test_keras_idioms_and_new_workloads_on_virtual_cpus(pytester: pytest.Pyteste
     pytester.makepyfile(test_idioms=IDIOMS, test_tiny=TINY_WORKLOADS)
     result = pytester.runpytest_subprocess(*ARGS, "--tpu-virtual-cpus=2", timeout=300)
     result.assert_outcomes(passed=5)
-
-
-def test_keras_idioms_on_two_workers(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_idioms=IDIOMS, test_mistake=PER_REPLICA_MISTAKE)
-    result = pytester.runpytest_subprocess(*ARGS, "--tpu-workers=2", timeout=300)
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "test_mistake.py:*: ValueError: Attempt to convert a value … [per-replica values cut"
-            f"*rule: under MultiWorkerMirroredStrategy (--tpu-workers)*({KERAS_ISSUE})"
-        ]
-    )
-    assert not [line for line in result.outlines if "tf.Tensor" in line or "0: <" in line]
-    assert not [pid for pid in announced_pids(result.outlines) if alive(pid)]

@@ -534,8 +534,8 @@ def test_json_keeps_raw_numbers_and_counts():
 
 
 @pytest.mark.parametrize(("suffix", "magic"), [(".png", b"\x89PNG"), (".svg", b"<?xml")])
+@pytest.mark.usefixtures("matplotlib_path")
 def test_plot_writes_a_picture(tmp_path, suffix, magic):
-    pytest.importorskip("matplotlib")
     from pytest_tpu import plot
 
     tables = report.build_tables([matmul("cpu", 0.53), matmul("gpu", 15.7), cnn("cpu", 64, 9, 3)])
@@ -544,8 +544,8 @@ def test_plot_writes_a_picture(tmp_path, suffix, magic):
     assert path.read_bytes().startswith(magic)
 
 
+@pytest.mark.usefixtures("matplotlib_path")
 def test_plot_of_an_empty_session_is_still_a_picture(tmp_path):
-    pytest.importorskip("matplotlib")
     from pytest_tpu import plot
 
     plot.draw(tmp_path / "empty.svg", [], None)

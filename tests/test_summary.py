@@ -302,8 +302,8 @@ def test_plot_without_matplotlib_names_the_extra(bench, monkeypatch):
     )
 
 
+@pytest.mark.usefixtures("matplotlib_path")
 def test_report_plot_writes_an_svg(bench):
-    pytest.importorskip("matplotlib")
     bench.makeconftest(COMPARISON)
     result = bench.runpytest("-p", "no:cacheprovider", "--tpu-report-plot=out.svg")
     result.stdout.fnmatch_lines(["pytest-tpu: wrote *out.svg"])
