@@ -13,7 +13,7 @@ BENCH_ARGS ?= --tpu-workload-size=default
 NEIGHBOURS := $(VENV)/neighbours
 # matplotlib (the `plot` extra), for the tests of --tpu-report-plot only (tests/conftest.py puts
 # it on their path). Installed in .venv, Keras imports matplotlib.pyplot whenever TensorFlow is
-# imported: 0.8 s of `import tensorflow`'s 5.5 s, in each of the ~130 TensorFlow processes a test
+# imported: 0.8 s of `import tensorflow`'s 5.5 s, in each of the ~70 TensorFlow processes a test
 # run starts.
 PLOT := $(VENV)/plot
 # pytest-benchmark's own suite with and without pytest-tpu (`make benchmark-compat`).
