@@ -46,14 +46,16 @@ def check_paths(reports: Sequence[Path], plots: Sequence[Path], plot_available: 
         if path.suffix.lower() not in suffixes:
             kind = path.suffix or "(none)"
             raise pytest.UsageError(f"{flag}={path}: unknown file type {kind!r}; {hint}")
-    if plots and not plot_available:
-        raise pytest.UsageError(
-            f"--tpu-report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
-        )
+    # What was typed is checked before what is installed: the same options get the same error
+    # whether or not matplotlib is there (or already imported by another plugin).
     for flag, path, _, _ in given:
         problem = unwritable(path)
         if problem is not None:
             raise pytest.UsageError(f"{flag}={path}: {problem}")
+    if plots and not plot_available:
+        raise pytest.UsageError(
+            f"--tpu-report-plot needs matplotlib, which is not installed; run: {PLOT_HINT}"
+        )
 
 
 def unwritable(path: Path) -> str | None:
