@@ -8,6 +8,7 @@ The Keras runs happen in fresh pytest processes (TensorFlow must not load in thi
 from __future__ import annotations
 
 import pytest
+from test_workloads import TINY_CHECKS
 
 from pytest_tpu.keras_rules import KERAS_ISSUE, short_failure
 
@@ -116,6 +117,8 @@ def test_a_per_replica_failure_becomes_one_line():
 
 
 def test_keras_idioms_and_new_workloads_on_virtual_cpus(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_idioms=IDIOMS, test_tiny=TINY_WORKLOADS)
+    # With them, test_workloads.py's checks of the suite's workloads on two replicas.
+    tiny_checks = TINY_CHECKS.replace("@REPLICAS@", "2")
+    pytester.makepyfile(test_idioms=IDIOMS, test_tiny=TINY_WORKLOADS, test_tiny_checks=tiny_checks)
     result = pytester.runpytest_subprocess(*ARGS, "--tpu-virtual-cpus=2", timeout=300)
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=8)
