@@ -30,6 +30,9 @@ ROUNDS_ENV = "PYTEST_TPU_REF_ROUNDS"
 # The node ids (JSON) a nested session keeps of what this session's own test arguments collect,
 # where some test lies outside the root folder (see ``_where``)
 KEEP_ENV = "PYTEST_TPU_REF_KEEP"
+# {node id: paired rounds} of the outermost session's first pair, as JSON, in every nested
+# session and its base: the rounds a factor in ``ROUNDS_ENV`` multiplies (``resolve.scale_rounds``)
+FIRST_ROUNDS_ENV = "PYTEST_TPU_REF_FIRST_ROUNDS"
 TIMEOUT_S = 3600.0
 GRACE_S = 1.0  # a nested session that got the same Ctrl-C is cleaning up already
 STOP_S = 30.0  # for a SIGTERMed nested session to stop its base session and remove its worktree
@@ -48,6 +51,7 @@ _GIVEN: list[str] = []  # this session's test arguments as typed ([] where it fo
 # last test a session measured again for 18-146 s in silence (trial 70: "the cost is hard to
 # predict"); the line says what runs now and how long ago the last test ended.
 _ANNOUNCE: list[Callable[[str], None]] = []
+_FIRST_ROUNDS: dict[str, int] = {}  # ``remember_first_rounds``
 
 
 def locate(
@@ -166,6 +170,32 @@ def announce_with(write: Callable[[str], None] | None) -> None:
     _ANNOUNCE[:] = [write] if write is not None else []
 
 
+def remember_first_rounds(paired: Mapping[str, int]) -> None:
+    """Keep how many rounds each benchmark's first pair paired, for the nested sessions; only in
+    the outermost session (a nested one has the outermost's already, and its own are scaled)."""
+    if FIRST_ROUNDS_ENV not in os.environ:
+        _FIRST_ROUNDS.clear()
+        _FIRST_ROUNDS.update({k: v for k, v in paired.items() if v > 0})
+
+
+def first_rounds() -> dict[str, int]:
+    """The paired rounds of the outermost session's first pair, by node id ({} in that session
+    itself, or where they are not known)."""
+    try:
+        found = json.loads(os.environ.get(FIRST_ROUNDS_ENV) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _first_rounds_env() -> dict[str, str]:
+    """What a nested session's environment adds of the first pair's rounds (``FIRST_ROUNDS_ENV``):
+    this session's, where it is the outermost; else what it was given, passed on as it is."""
+    return {FIRST_ROUNDS_ENV: json.dumps(_FIRST_ROUNDS)} if _FIRST_ROUNDS else {}
+
+
 def starting(nodeids: Sequence[str], env: Mapping[str, str], swap: Swap | None) -> str:
     """The line said as a new pair of processes starts: how many benchmarks, with how many
     rounds, which roles."""
@@ -206,7 +236,8 @@ def nested(
         for write in _ANNOUNCE:
             write(starting(nodeids, env, swap))
         try:
-            code, output = _run(args, cwd, {**os.environ, **env, **added, **seed.for_new_pair()})
+            whole = {**os.environ, **_first_rounds_env(), **env, **added}
+            code, output = _run(args, cwd, {**whole, **seed.for_new_pair()})
         except (OSError, subprocess.TimeoutExpired) as exc:
             return {}, f"did not run ({exc})"
         again = report_rows(report)

@@ -97,6 +97,7 @@ class HeadPlugin:
         self.core = shared_core()
         self.own: dict[str, float] = {}  # a benchmark's own time threshold (fraction), by marker
         self.factors = nested.factors()  # more rounds, when this session resolves rows
+        self.first_rounds = nested.first_rounds()  # the outermost first pair's, when nested
 
     # -------------------------------------------------------------- start
 
@@ -340,7 +341,14 @@ class HeadPlugin:
         nodeid = item.nodeid
         pin = Pin(None if self.whole_runs else self.core)
         factor = self.factors.get(nodeid, 1)
-        wrap_runner(fixture, lambda seen: leader.before_head_round(nodeid, seen), pin, factor)
+        wrap_runner(
+            fixture,
+            lambda seen: leader.before_head_round(nodeid, seen),
+            pin,
+            factor,
+            lambda seconds: leader.sized_on(nodeid, seconds),
+            self.first_rounds.get(nodeid, 0),
+        )
         try:
             try:
                 outcome = yield
@@ -412,6 +420,9 @@ class HeadPlugin:
                 self.lines.append(f"base session: {self.leader.note}")
             self.lines += imports.described(*self.leader.imported, self.ref)
             rows = build_rows(results.passed, failed, base, self.leader.rounds, threshold, self.own)
+            nested.remember_first_rounds(
+                {n: min(len(r.head), len(r.base)) for n, r in self.leader.rounds.items()}
+            )
             crash = self._crash()
             if crash:
                 rows = base_crashed(rows, self._in_base, crash)
@@ -624,6 +635,7 @@ class BasePlugin:
         self.follower = follower
         self.core = core_from_env()
         self.factors = nested.factors()
+        self.first_rounds = nested.first_rounds()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -632,8 +644,15 @@ class BasePlugin:
         nodeid = item.nodeid
         timed = fixture is not None and not getattr(fixture, "disabled", False)
         if timed:
-            factor = self.factors.get(nodeid, 1)
-            wrap_runner(fixture, lambda seen: self.follower.before_round(nodeid, seen), pin, factor)
+            follower = self.follower
+            wrap_runner(
+                fixture,
+                lambda seen: follower.before_round(nodeid, seen),
+                pin,
+                self.factors.get(nodeid, 1),
+                lambda seconds: follower.sized_on(nodeid, seconds),
+                self.first_rounds.get(nodeid, 0),
+            )
         try:
             return (yield)
         finally:

@@ -107,16 +107,26 @@ def rounds_text(factor: int) -> str:
     return "with the same rounds" if factor == 1 else f"with {factor}x the rounds"
 
 
-def scale_rounds(fixture: Any, factor: float) -> None:
+def scale_rounds(fixture: Any, factor: float, fewest: int = 0) -> None:
     """Give one pytest-benchmark fixture instance ``factor`` times its rounds, in either style:
     more where a row needs resolving, fewer (a factor under 1) for a new pair that checks a
-    reading its first pair resolved far finer than the threshold (``rows.lean_factor``)."""
-    if factor == 1 or not factor > 0:
+    reading its first pair resolved far finer than the threshold (``rows.lean_factor``).
+
+    ``fewest`` is the rounds the session's first pair paired, where known: ``benchmark(fn)``
+    takes at least ``factor`` times them. Its rounds come from the time one calibrating call
+    took, and a call the machine slowed sizes fewer than the factor was worked out for (beside
+    a bursty neighbour, rows of a Keras CNN meant to take 4 times 10 rounds took 20, the
+    minimum, and stayed ``inconclusive``: r108n)."""
+    if not factor > 0:
         return
     if hasattr(fixture, "_max_time") and hasattr(fixture, "_min_rounds"):
         fixture._max_time = float(fixture._max_time) * factor  # benchmark(fn): rounds from time
         if factor > 1:  # fewer: the minimum stays, for calls too slow for the time to count
             fixture._min_rounds = math.ceil(int(fixture._min_rounds) * factor)
+        if factor >= 1 and fewest > 0:
+            fixture._min_rounds = max(int(fixture._min_rounds), math.ceil(fewest * factor))
+    if factor == 1:
+        return
     original: Callable[..., Any] | None = getattr(fixture, "_raw_pedantic", None)
     if not callable(original):
         return

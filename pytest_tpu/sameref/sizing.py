@@ -13,6 +13,12 @@ base call, with the hand-overs, take ``W`` between two of this side's calls (the
 probes), and each side gets ``max-time`` of its half of that. The probe calls are not recorded,
 like the calibrating call; they also warm the function up. Where a call takes a few milliseconds
 or more, the turns' cost is a percent or less of it and nothing is probed.
+
+Both sides then size their rounds on the head's seconds (``size_alike``): each side's own
+calibrating call is one call, on a shared machine a few percent to twice slower than the next,
+and a round only counts where the other side ran one beside it. Sized apart, the two sides of a
+re-measurement meant to take 40 rounds of a Keras CNN took 34 and 43 (34 paired), of one meant to
+take 20, 15 and 13; the rounds past the other side's were run and thrown away (quiet, session 85).
 """
 
 from __future__ import annotations
@@ -57,6 +63,25 @@ def size_rounds_on_turns(fixture: Any) -> None:
                 ends.append(time.perf_counter())
             duration = max(duration, _share(ends))
         return duration, iterations, loops_range
+
+    fixture._calibrate_timer = calibrate
+
+
+def size_alike(fixture: Any, settle: Callable[[float], float]) -> None:
+    """Size one pytest-benchmark fixture instance's ``benchmark(fn)`` rounds on ``settle`` of
+    the seconds it calibrated: on the head, which keeps them for the base and returns them; on
+    the base, which returns the head's where they came with its turns by then (the head
+    calibrates first: its first call takes the first turn). Install it after the other
+    calibration wrappers, so that it settles what they found."""
+    original: Callable[[Any], tuple[float, int, Any]] | None = getattr(
+        fixture, "_calibrate_timer", None
+    )
+    if not callable(original):
+        return
+
+    def calibrate(runner: Callable[[Any], float]) -> tuple[float, int, Any]:
+        duration, iterations, loops_range = original(runner)
+        return settle(duration), iterations, loops_range
 
     fixture._calibrate_timer = calibrate
 

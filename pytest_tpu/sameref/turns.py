@@ -21,7 +21,8 @@ The turns also carry what each side's first pinned round of a test showed (``pin
 base says it when it asks for its next turn, and the head answers every turn with whether either
 side wants to let go (threads started within that round did much of its work, or some and pinning
 slowed its calls: ``Pin.churned``), so that both let their pins go from the third round on, or
-neither does.
+neither does. And they carry the seconds the head sized a ``benchmark(fn)`` test's rounds on
+(``sizing.size_alike``), so that the base runs as many rounds as the head.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ class Leader:
         self.churned: dict[str, dict[str, bool]] = defaultdict(dict)
         # Modules the base took from its own tree, and the checkout's it ran (``imports``).
         self.imported: tuple[list[str], list[str]] = ([], [])
+        # The seconds each ``benchmark(fn)`` test's rounds were sized on here (``sizing``),
+        # handed to the base with its turns so that both sides run as many rounds.
+        self.calibrated: dict[str, float] = {}
 
     # -------------------------------------------------------------- messages from the base
 
@@ -160,7 +164,8 @@ class Leader:
         wanted = self.pending
         self.pending = None
         try:
-            self.conn.send(("go", wanted is not None and self.let_go(wanted)))
+            sized = self.calibrated.get(wanted) if wanted is not None else None
+            self.conn.send(("go", wanted is not None and self.let_go(wanted), sized))
             while self.pending is None and self.done is None and not self.gone:
                 self._take(self.conn.recv())
         except (EOFError, OSError):
@@ -178,6 +183,11 @@ class Leader:
     def let_go(self, nodeid: str) -> bool:
         """Whether either side's first pinned round of ``nodeid`` made it want to let go."""
         return any(self.churned.get(nodeid, {}).values())  # a query adds no entry
+
+    def sized_on(self, nodeid: str, seconds: float) -> float:
+        """Keep the seconds the head sized ``nodeid``'s rounds on, for the base; returns them."""
+        self.calibrated[nodeid] = seconds
+        return seconds
 
     # -------------------------------------------------------------- the head's hooks
 
@@ -273,6 +283,8 @@ class Follower:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        # What the head sized each test's rounds on, as its turns said (``Leader.sized_on``).
+        self.calibrated: dict[str, float] = {}
 
     @classmethod
     def connect(cls) -> Follower | None:
@@ -303,7 +315,14 @@ class Follower:
         what this side's first pinned round showed (``churned``), where over. Returns whether
         either side's did: then both let their pins go."""
         reply = self._talk(("want", nodeid, churned), answer=True)
+        if len(reply) > 2 and isinstance(reply[2], float):
+            self.calibrated[nodeid] = reply[2]
         return len(reply) > 1 and bool(reply[1])
+
+    def sized_on(self, nodeid: str, seconds: float) -> float:
+        """What to size ``nodeid``'s rounds on: the head's seconds where its turns said them by
+        now, so that both sides run as many rounds; else this side's own ``seconds``."""
+        return self.calibrated.get(nodeid, seconds)
 
     def done(self, nodeid: str) -> None:
         """After the last round of ``nodeid``: wait until the head is done with it too."""
