@@ -2150,7 +2150,7 @@ CALLS = []
 
 def work():
     CALLS.append(None)
-    time.sleep(0.05 if {slow_start} and len(CALLS) <= 2 else 0.002)
+    time.sleep({first} if len(CALLS) <= 2 else {then})
 
 def test_fn(benchmark):
     benchmark(work)
@@ -2158,15 +2158,24 @@ def test_fn(benchmark):
 
 
 @UNTIMED  # counts rounds, judges no time
-def test_both_sides_run_the_head_s_rounds_however_long_their_calibrating_calls_took(repo):
+@pytest.mark.parametrize(
+    ("then", "max_time"),
+    [(0.002, "0.2"), (0.0001, "0.1")],  # sized on a call; on probe calls through the turns
+    ids=["long", "short"],
+)
+def test_both_sides_run_the_head_s_rounds_however_long_their_calibrating_calls_took(
+    repo, then, max_time
+):
     # The base's calibrating call (its first two calls: the first is made twice) takes 25 times
     # its rounds' time. Sized on it, the base ran pytest-benchmark's minimum of 5 rounds beside
-    # the head's 100, and 5 paired; a machine's hiccup in one side's calibrating call did that
-    # by a few rounds to half of them.
-    commit(repo, "slow start", test_bench=SLOW_START.format(slow_start=True))
-    commit(repo, "steady", test_bench=SLOW_START.format(slow_start=False))
+    # the head's 97 (long), and 5 paired; a machine's hiccup in one side's calibrating call did
+    # that by a few rounds to half of them. A short call is sized on probe calls made through
+    # the turns, as many as the calibrating call says: the base made none where the head made
+    # a dozen, so it had not yet heard the head's seconds when it sized its rounds.
+    commit(repo, "slow start", test_bench=SLOW_START.format(first=25 * then, then=then))
+    commit(repo, "steady", test_bench=SLOW_START.format(first=then, then=then))
     args = ("--compare-ref=HEAD~1", "--benchmark-json=head.json", "--tpu-report=out.json")
-    repo.runpytest_subprocess(*FAST, *args)
+    repo.runpytest_subprocess(*FAST, f"--benchmark-max-time={max_time}", *args)
     rounds = json.loads((repo.path / "head.json").read_text())["benchmarks"][0]["stats"]["rounds"]
     [row] = json.loads((repo.path / "out.json").read_text())["comparison"]["rows"]
     pairs = int(row["noise_source"].split(" paired rounds in this job")[0].split()[-1])

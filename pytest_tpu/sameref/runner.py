@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_tpu.sameref import collector, layout, resolve
 from pytest_tpu.sameref.pinning import Pin
-from pytest_tpu.sameref.sizing import size_alike, size_rounds_on_turns
+from pytest_tpu.sameref.sizing import size_rounds_on_turns
 from pytest_tpu.timing import size_rounds_on_a_steady_call
 
 # Calls shorter than this get an untimed call before most timed ones in their turn: the other
@@ -53,13 +53,14 @@ def wrap_runner(
     ``factor`` times the rounds: more in a session that resolves rows the first pair could not,
     fewer in a new pair that checks what a first pair resolved far finer than the threshold;
     ``fewest``, where known, is how many rounds the session's first pair paired (``nested``).
-    ``settle`` is what both sides size ``benchmark(fn)``'s rounds on (``sizing.size_alike``).
+    ``settle`` makes both sides size ``benchmark(fn)``'s rounds alike (``sizing``).
     """
     layout.shuffle()  # before the test's first round, on each side: see layout.py
     resolve.scale_rounds(fixture, factor, fewest)
     size_rounds_on_a_steady_call(fixture)  # innermost: its doubled first call takes one turn
-    size_rounds_on_turns(fixture)  # the hand-overs count: a 75 µs function's round costs more
-    size_alike(fixture, settle)  # last: both sides run the head's number of rounds
+    # The hand-overs count (a 75 µs function's round costs more), and both sides run the head's
+    # number of rounds.
+    size_rounds_on_turns(fixture, settle)
     original = getattr(fixture, "_make_runner", None)
     if not callable(original):
         return

@@ -22,7 +22,7 @@ base says it when it asks for its next turn, and the head answers every turn wit
 side wants to let go (threads started within that round did much of its work, or some and pinning
 slowed its calls: ``Pin.churned``), so that both let their pins go from the third round on, or
 neither does. And they carry the seconds the head sized a ``benchmark(fn)`` test's rounds on
-(``sizing.size_alike``), so that the base runs as many rounds as the head.
+(``sizing.size_rounds_on_turns``), so that the base runs as many rounds as the head.
 """
 
 from __future__ import annotations
