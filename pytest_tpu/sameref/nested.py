@@ -150,17 +150,20 @@ def factors() -> dict[str, float]:
     return _factors_in(os.environ)
 
 
-def _factors_in(env: Mapping[str, str]) -> dict[str, float]:
-    """The round factors ``env`` gives a session (``ROUNDS_ENV``), by node id."""
+def _by_nodeid(env: Mapping[str, str], name: str) -> dict[str, Any]:
+    """The JSON object ``env[name]`` holds, by node id; {} where it is missing or not one."""
     try:
-        found = json.loads(env.get(ROUNDS_ENV) or "{}")
+        found = json.loads(env.get(name) or "{}")
     except ValueError:
         return {}
-    if not isinstance(found, dict):
-        return {}
+    return {str(k): v for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _factors_in(env: Mapping[str, str]) -> dict[str, float]:
+    """The round factors ``env`` gives a session (``ROUNDS_ENV``), by node id."""
     return {
-        str(k): float(v)
-        for k, v in found.items()
+        k: float(v)
+        for k, v in _by_nodeid(env, ROUNDS_ENV).items()
         if isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf and v != 1
     }
 
@@ -181,13 +184,8 @@ def remember_first_rounds(paired: Mapping[str, int]) -> None:
 def first_rounds() -> dict[str, int]:
     """The paired rounds of the outermost session's first pair, by node id ({} in that session
     itself, or where they are not known)."""
-    try:
-        found = json.loads(os.environ.get(FIRST_ROUNDS_ENV) or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(found, dict):
-        return {}
-    return {str(k): v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}
+    found = _by_nodeid(os.environ, FIRST_ROUNDS_ENV)
+    return {k: v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 def _first_rounds_env() -> dict[str, str]:
