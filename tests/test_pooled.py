@@ -16,7 +16,7 @@ from pytest_tpu.gate.stats import TWO_PAIRS
 from pytest_tpu.report.comparison import comparison_notes
 from pytest_tpu.sameref.further import Nested
 from pytest_tpu.sameref.offsets import AS_THOSE_ALLOW, OWN_PAIR_READ
-from pytest_tpu.sameref.pooled import APART, SURE_FIRST
+from pytest_tpu.sameref.pooled import APART, LEANS, SURE_FIRST
 from pytest_tpu.sameref.resolve import _apart_by_more_pairs, _resolved
 from pytest_tpu.summary import from_gate_row
 
@@ -89,6 +89,36 @@ def test_pairs_that_leave_the_threshold_open_stay_inconclusive_shown_together():
     assert "they agree, and together still leave a slowdown of the threshold (5.0%) open" in (
         row.reason
     )
+    # Leaning slower by more than half the threshold: more pairs measure it (``leaning``).
+    assert LEANS in row.reason
+
+
+@pytest.mark.parametrize(
+    ("one", "two", "why"),
+    [
+        ((1.0, -8.0, 10.0), (1.5, -3.5, 6.8, 40), "leaning slower by less than half the threshold"),
+        ((2.0, -1.0, 5.0), (2.2, -2.0, 6.6, 40), "together they end under the threshold"),
+        ((-2.0, -12.0, 9.0), (-1.5, -8.0, 5.5, 40), "leaning faster"),
+    ],
+)
+def test_a_row_more_rounds_leave_open_goes_to_more_pairs_only_leaning_slower(one, two, why):
+    row = _resolved(first(*one), again(*two), 4, 0.05)
+    assert row.verdict == "inconclusive" and LEANS not in row.reason, why
+
+
+def test_r116s_cnn_left_open_after_4x_the_rounds_goes_to_more_pairs(tmp_path):
+    # r116, quiet: a Keras CNN made 10 % slower, +6.2 % [-0.1, +13.0] on 48 paired rounds, 97.3 %
+    # sure, was left inconclusive on that pair.
+    one, measured = first(9.7, -1.2, 21.9, rounds=12), again(6.2, -0.1, 13.0, 48)
+    two = _resolved(one, measured, 4, 0.05)
+    assert two.verdict == "inconclusive" and LEANS in two.reason
+    at = Nested("HEAD", 5.0, tmp_path, (), None)  # not a git checkout: the third pair cannot run
+    rows, note = _apart_by_more_pairs(
+        [one], [two], {one.nodeid: measured}, {one.nodeid: 4}, {one.nodeid: 0.05}, at
+    )
+    assert rows == [two]
+    assert note.startswith("; 1 left open leaning slower measured by a third pair (that ")
+    assert note.endswith(": inconclusive on two pairs)")
 
 
 def test_pairs_together_under_the_threshold_but_too_coarse_say_so():

@@ -54,6 +54,9 @@ APART = "further from the first than both pairs' rounds allow"
 # Says, in a row's reason, that the pair with more rounds did not settle a slowdown its first pair
 # was sure of (``sure_first``): more pairs measure it.
 SURE_FIRST = "which does not settle a slowdown the first pair was sure of"
+# Says, in a row's reason, that the pair with more rounds left a slowdown of the threshold open,
+# leaning slower (``leaning``): more pairs measure it.
+LEANS = "a slowdown of the threshold left open, leaning slower, after more rounds"
 
 
 def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
@@ -239,3 +242,32 @@ def open_together(
         f"{short_of_unchanged(both, shrink, threshold)}"
     )
     return replace(measured_across(resolved, both), verdict="inconclusive", reason=why)
+
+
+def leaning(first: Row, judged: Row, again: Mapping[str, Any], threshold: float) -> Row:
+    """``judged`` (the row as the pair with more rounds left it, with the first pair where the
+    two agree) sent to more pairs, whose spread decides (``resolve``), where it is still
+    ``inconclusive`` with a slowdown of the threshold open and its change at least half the
+    threshold: the same lean on which five pairs are joined by more (``pairs.leans_open``).
+
+    More rounds shrink a pair's own noise, not the offset between its two processes; a row left
+    open after them is left open by that offset, and only more pairs measure it. In the same-job
+    runs r111-r116 (8 runs, 5 % threshold) 22 of the 39 rows of a +5 % or +10 % commit that
+    the gate did not catch ended so, 18 of them a Keras CNN and 4 the matmul chain; a +10 % CNN
+    row read "+6.2 % [-0.1, +13.0], 97.3 % sure" after 4x its rounds (r116). Unchanged code pays
+    for it where such a pair leans slower by half the threshold: 7 of the 168 same-code rows."""
+    if judged.verdict != "inconclusive" or judged.regression or judged.confirmed is not None:
+        return judged
+    if APART in judged.reason or SURE_FIRST in judged.reason or OWN_PAIR_READ in first.reason:
+        return judged  # more pairs measure it already, or a pair of its own read it before
+    if first.confirmed is not None or first.regression or again.get("confirmed") is not None:
+        return judged  # new pairs measured it before, or within the nested session
+    if judged.change is None or judged.high is None or of_report(again) is None:
+        return judged
+    if not (judged.change >= threshold / 2 and judged.high >= threshold):
+        return judged
+    why = (
+        f"{judged.reason}; {LEANS}: a new pair of processes draws a new offset, which more rounds "
+        "do not shrink, so more pairs measure it and their spread decides"
+    )
+    return replace(judged, reason=why)

@@ -28,6 +28,10 @@ interval says nothing of its own pair's offset (r89n: a Keras CNN made 5 % slowe
 first pair, +1.1 % [+0.4, +1.9] with 3x the rounds, called ``unchanged``). So too where the new
 pair calls ``unchanged`` a row that this session's offsets between processes held
 (``offset_stands``): the new pair draws one more such offset, which its rounds do not show.
+And where the new pair (with the first, where the two agree) still leaves a slowdown of the
+threshold open, leaning slower by half of it (``pooled.leaning``; r116: a Keras CNN made 10 %
+slower, +6.2 % [-0.1, +13.0] with 4x the rounds): more rounds do not shrink the offset that holds
+it open.
 
 A row whose rounds could catch the threshold but leave no room under it for an offset between
 the two processes (``rows.leaves_no_room``: its interval rules the threshold out, not half of it)
@@ -206,7 +210,8 @@ def _apart_by_more_pairs(
     apart = [row.nodeid for row in resolved if pooled.APART in row.reason]
     doubted = [row.nodeid for row in resolved if pooled.SURE_FIRST in row.reason]
     stood = [row.nodeid for row in resolved if OFFSET_STANDS in row.reason]
-    measured = apart + doubted + stood
+    leaning = [row.nodeid for row in resolved if pooled.LEANS in row.reason]
+    measured = apart + doubted + stood + leaning
     if not measured:
         return list(resolved), ""
     rounds = {nodeid: factors[nodeid] for nodeid in measured}
@@ -215,7 +220,7 @@ def _apart_by_more_pairs(
     # The new pair with more rounds led as the first did: the third takes the other roles.
     second = {nodeid: again.get(nodeid) for nodeid in measured}
     judged, problem, further = on_more_pairs(by_id, second, spread, at.swap)
-    note = _third_note(len(apart), len(doubted), len(stood))
+    note = _third_note(len(apart), len(doubted), len(stood), len(leaning))
     if problem:  # as the second pair left them: inconclusive
         return list(resolved), f"{note} (that re-measurement {problem}: inconclusive on two pairs)"
     # A row the third pair has no interval for keeps the two pairs' spread.
@@ -241,12 +246,13 @@ def _measured_line(wanted: Mapping[str, int]) -> str:
     return line + (f", and {same} that {room} with the same rounds" if same else "")
 
 
-def _third_note(apart: int, doubted: int, stood: int) -> str:
+def _third_note(apart: int, doubted: int, stood: int, leaning: int) -> str:
     """The summary line's words for the rows a third pair measured, by why."""
     why = [f"{apart} whose two pairs lay apart"] if apart else []
     why += [f"{doubted} whose first pair's slowdown the new pair did not settle"] if doubted else []
     held = f"{stood} that the new pair called unchanged under this session's offsets"
     why += [held] if stood else []
+    why += [f"{leaning} left open leaning slower"] if leaning else []
     return f"; {' and '.join(why)} measured by a third pair"
 
 
@@ -304,7 +310,8 @@ def _resolved(row: Row, again: Mapping[str, Any] | None, factor: int, threshold:
     apart = pooled.apart_together(row, together, again, lead)
     judged = pooled.sure_first(row, apart, again, threshold, lead)
     if judged.verdict == "inconclusive" and not judged.regression:
-        return pooled.open_together(row, judged, again, threshold, lead)
+        together = pooled.open_together(row, judged, again, threshold, lead)
+        return pooled.leaning(row, together, again, threshold)
     return offset_stands(row, judged)
 
 
