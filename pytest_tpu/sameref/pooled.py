@@ -106,6 +106,12 @@ def apart_together(first: Row, resolved: Row, again: Mapping[str, Any], lead: st
     )
 
 
+def _measured_by_pairs(first: Row, again: Mapping[str, Any]) -> bool:
+    """Whether new pairs measured the row before (its first row is not a first pair's own
+    reading) or within the nested session that measured it again: their spread decided it."""
+    return first.confirmed is not None or first.regression or again.get("confirmed") is not None
+
+
 def sure_first(
     first: Row, resolved: Row, again: Mapping[str, Any], threshold: float, lead: str
 ) -> Row:
@@ -126,8 +132,8 @@ def sure_first(
     r89n2)."""
     if resolved.regression or resolved.confirmed is not None or APART in resolved.reason:
         return resolved
-    if first.confirmed is not None or first.regression or again.get("confirmed") is not None:
-        return resolved  # new pairs measured it before, or within the nested session
+    if _measured_by_pairs(first, again):
+        return resolved
     if first.low is None or first.high is None or not (first.low > 0 and first.high >= threshold):
         return resolved
     new = of_report(again)
@@ -260,8 +266,8 @@ def leaning(first: Row, judged: Row, again: Mapping[str, Any], threshold: float)
         return judged
     if APART in judged.reason or SURE_FIRST in judged.reason or OWN_PAIR_READ in first.reason:
         return judged  # more pairs measure it already, or a pair of its own read it before
-    if first.confirmed is not None or first.regression or again.get("confirmed") is not None:
-        return judged  # new pairs measured it before, or within the nested session
+    if _measured_by_pairs(first, again):
+        return judged
     if judged.change is None or judged.high is None or of_report(again) is None:
         return judged
     if not (judged.change >= threshold / 2 and judged.high >= threshold):
