@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 # numpy (the calibration kernel) must be imported before pytester snapshots sys.modules: numpy
 # cannot be imported twice into one process.
@@ -780,7 +781,7 @@ import os
 
 def _ran(name):
     with open(os.environ["RAN_LOG"], "a") as log:
-        log.write(name + "\\n")
+        log.write(f"{os.getpid()} {name}\\n")
 
 def work(n):
     return sum(i * i for i in range(n))
@@ -800,17 +801,34 @@ def test_after(benchmark):
 
 
 def in_order(pytester, monkeypatch, saved_n: int, now_n: int, *args: str):
-    """IN_ORDER saved with ``test_work`` at ``saved_n``, then gated at ``now_n``: the session's
-    result and the log of what ran since the save (this session's, then a fresh process's)."""
+    """IN_ORDER saved three times with ``test_work`` at ``saved_n``, then gated at ``now_n``: the
+    session's result and the log of what ran since the saves (this session's, then a fresh
+    process's)."""
     pytester.makepyfile(test_order=IN_ORDER)
     log = pytester.path / "ran.log"
     monkeypatch.setenv("RAN_LOG", str(log))
     monkeypatch.setenv("WORK_N", str(saved_n))
-    save(pytester).assert_outcomes(passed=3)
+    # Three saved runs, not one: against one, the spread between sessions is assumed from the
+    # spread of blocks within the runs, on two degrees of freedom, and beside a busy process
+    # that spread made a 20x slowdown INCONCLUSIVE, exit 0 (session 88: 3 of 11 runs of this
+    # module's fresh-process tests, two at a time beside a busy core, "noise: assumed 36.0 % to
+    # 57.2 %"; one fresh process's +1852 % [-14, +44197] did not confirm the session's +2085 %
+    # [+177, +17121]). What these tests check is the fresh process, not one saved run's guess.
+    for _ in range(3):
+        save(pytester).assert_outcomes(passed=3)
     log.write_text("")
     monkeypatch.setenv("WORK_N", str(now_n))
     result = pytester.runpytest(*FAST, "--compare=main", "--fail-on-regression=20", *args)
     return result, log
+
+
+def by_process(log: Path) -> list[list[str]]:
+    """What each process wrote to IN_ORDER's log, the processes in the order they first wrote."""
+    runs: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        pid, name = line.split()
+        runs.setdefault(pid, []).append(name)
+    return list(runs.values())
 
 
 def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, monkeypatch):
@@ -819,10 +837,12 @@ def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, mo
     result, log = in_order(pytester, monkeypatch, 2000, 40000)
     assert result.ret == REGRESSION_EXIT_CODE
     result.stdout.fnmatch_lines(["REGRESSION test_order.py::test_work: *in a fresh process (+*"])
-    ran = log.read_text().split()
-    # This session, then the fresh process in the same order, stopping at the failing one.
-    assert ran.count("before") == 2 and ran.count("after") == 1
-    assert ran[-2:] == ["before", "work"]
+    # This session, then the fresh process in the same order, stopping at the failing one. (The
+    # session may run a benchmark again in fresh rounds right after it: session 88, beside a busy
+    # core, ran before, work, work, after, after.)
+    session, *fresh = by_process(log)
+    assert list(dict.fromkeys(session)) == ["before", "work", "after"]
+    assert fresh and all(run == ["before", "work"] for run in fresh), fresh
     # The verdict is said once more after every table, just above pytest's own last line.
     shown = [line for line in result.outlines if line.strip()]
     assert shown[-2].startswith("regression gate (20%): FAILED, 1 benchmark(s) regressed")
@@ -837,7 +857,7 @@ def test_an_improvement_is_read_again_in_a_fresh_process(pytester, monkeypatch):
     result, log = in_order(pytester, monkeypatch, 40000, 200, "--tpu-report=out.json")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["compared with baseline *: *1 faster* (table below)"])
-    assert log.read_text().split()[-2:] == ["before", "work"]  # the fresh process stopped there
+    assert by_process(log)[-1] == ["before", "work"]  # the fresh process stopped there
     rows = json.loads((pytester.path / "out.json").read_text())["comparison"]["rows"]
     (row,) = [r for r in rows if r["name"].endswith("test_work") and r["metric"] == "time"]
     assert row["verdict"] == "faster" and "confirmed in a fresh process (-" in row["note"]
