@@ -54,9 +54,10 @@ APART = "further from the first than both pairs' rounds allow"
 # Says, in a row's reason, that the pair with more rounds did not settle a slowdown its first pair
 # was sure of (``sure_first``): more pairs measure it.
 SURE_FIRST = "which does not settle a slowdown the first pair was sure of"
-# Says, in a row's reason, that the pair with more rounds left a slowdown of the threshold open,
-# leaning slower (``leaning``): more pairs measure it.
-LEANS = "a slowdown of the threshold left open, leaning slower, after more rounds"
+# Says, in a row's reason, that the pair measuring it again (with more rounds, or with the same
+# where one pair left no room for an offset) left a slowdown of the threshold open, leaning slower
+# (``leaning``): more pairs measure it.
+LEANS = "a slowdown of the threshold left open, leaning slower, by a second pair"
 
 
 def pooled(first: Reading, again: Reading) -> tuple[Change, float]:
@@ -274,6 +275,6 @@ def leaning(first: Row, judged: Row, again: Mapping[str, Any], threshold: float)
         return judged
     why = (
         f"{judged.reason}; {LEANS}: a new pair of processes draws a new offset, which more rounds "
-        "do not shrink, so more pairs measure it and their spread decides"
+        "of the same pair do not shrink, so more pairs measure it and their spread decides"
     )
     return replace(judged, reason=why)
