@@ -223,13 +223,18 @@ def table(outcomes: Mapping[Cell, Mapping[str, Counter[str]]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str, draws: int, draws_help: str, seed: int) -> argparse.Namespace:
+    """The command line of a replay on logged pairs: the files, threshold, draws and seed."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("pairs", nargs="+", type=Path, help="run.py --pairs files")
     parser.add_argument("--threshold", type=float, default=5.0, help="percent (default 5)")
-    parser.add_argument("--draws", type=int, default=200, help="random orders per first pair")
-    parser.add_argument("--seed", type=int, default=20261125)
-    args = parser.parse_args()
+    parser.add_argument("--draws", type=int, default=draws, help=draws_help)
+    parser.add_argument("--seed", type=int, default=seed)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__, 200, "random orders per first pair", 20261125)
     found = cells(load(args.pairs))
     print(table(replay(found, args.threshold / 100, args.draws, args.seed)))
 

@@ -28,7 +28,6 @@ counts:
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import sys
@@ -41,7 +40,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 sys.path.insert(0, str(HERE))
 
 from blocks import load  # noqa: E402
-from pairs_replay import Cell, cells, reported, row_of  # noqa: E402
+from pairs_replay import Cell, arguments, cells, reported, row_of  # noqa: E402
 
 from pytest_tpu.gate.compare import Row  # noqa: E402
 from pytest_tpu.sameref import pairs  # noqa: E402
@@ -110,12 +109,7 @@ def tally(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pairs", nargs="+", type=Path, help="run.py --pairs files")
-    parser.add_argument("--threshold", type=float, default=5.0, help="percent (default 5)")
-    parser.add_argument("--draws", type=int, default=2000, help="random draws per cell and count")
-    parser.add_argument("--seed", type=int, default=20261204)
-    args = parser.parse_args()
+    args = arguments(__doc__, 2000, "random draws per cell and count", 20261204)
     print(tally(cells(load(args.pairs)), args.threshold / 100, args.draws, args.seed))
 
 
