@@ -851,9 +851,9 @@ def test_a_fresh_process_runs_what_ran_before_the_failing_benchmark(pytester, mo
 def test_an_improvement_is_read_again_in_a_fresh_process(pytester, monkeypatch):
     """An improvement fails nothing, but its interval rests on the saved runs' spread as a
     regression's does; a gated session reads it again in a fresh process, up to it."""
-    # 200 times less work: against one saved run (its noise assumed, 2 degrees of freedom) a
-    # 20-fold improvement was not 99 % sure in CI, where the saved session ran the other two
-    # benchmarks 70 % slower than this one (-97 % [-99, -71], machine drift -37 % allowed for).
+    # 200 times less work: when these tests saved one run (its noise assumed, 2 degrees of
+    # freedom), a 20-fold improvement was not 99 % sure in CI, where the saved session ran the
+    # other two benchmarks 70 % slower than this one (-97 % [-99, -71], machine drift -37 %).
     result, log = in_order(pytester, monkeypatch, 40000, 200, "--tpu-report=out.json")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["compared with baseline *: *1 faster* (table below)"])
