@@ -43,7 +43,7 @@ from blocks import load  # noqa: E402
 from pairs_replay import Cell, arguments, cells, reported, row_of  # noqa: E402
 
 from pytest_tpu.gate.compare import Row  # noqa: E402
-from pytest_tpu.sameref import pairs  # noqa: E402
+from pytest_tpu.sameref import judge, pairs  # noqa: E402
 from pytest_tpu.sameref.swap import SWAPPED_KEY  # noqa: E402
 
 COUNTS = (3, 5, 9)
@@ -94,8 +94,7 @@ def tally(
                 if spread is None:
                     continue
                 covered += spread.low <= truth <= spread.high
-                within = -threshold < spread.low and spread.high < threshold
-                unchanged += within and abs(spread.estimate) < threshold / 2
+                unchanged += judge.on_spread(first, spread, "", threshold).verdict == "unchanged"
                 fails += pairs.fails(spread, threshold, count)
             cells_text.append(
                 f"{covered / draws:.1%} / {unchanged / draws:.1%} / {fails / draws:.1%}"
